@@ -1,0 +1,16 @@
+//! reconhost: a Kubernetes controller host that runs reconcile logic as sandboxed WebAssembly
+//! components.
+//!
+//! The host owns everything that is the same for every controller (watching, caching, queueing,
+//! retrying, applying); a plugin computes the desired state of one custom resource kind from the
+//! observed state. docs/ARCHITECTURE.md maps the stages to modules.
+//!
+//! # Layout
+//!
+//! - [`cli`]: the command line, parsed once in `main`.
+//! - [`run`]: the long-running host process (`reconhost run`) and its shutdown flow.
+//! - [`telemetry`]: logging set-up (human locally, JSON in a cluster).
+
+pub mod cli;
+pub mod run;
+pub mod telemetry;

@@ -1,0 +1,13 @@
+//! The `reconhost` binary: parse flags, set up logging, hand over to the library.
+
+use clap::Parser;
+use reconhost::cli::{Cli, Command};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    reconhost::telemetry::init(cli.log_format);
+    match cli.command {
+        Command::Run(args) => reconhost::run::run(args, reconhost::run::shutdown_signal()).await,
+    }
+}

@@ -1,0 +1,336 @@
+//! Starting and stopping one control plane: etcd, then kube-apiserver, then
+//! kube-controller-manager, each waited for before the next, all on free loopback ports.
+//!
+//! The API server authenticates clients by certificate from a per-run CA, authorizes with RBAC
+//! (so impersonated identities get real 403s), signs service-account tokens with a per-run key and
+//! writes an audit log of every write request, which tests read to count what the host sent.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::audit::AuditLog;
+use crate::binaries::Binaries;
+use crate::pki::Pki;
+use crate::process::{Component, log_tail};
+use crate::{Error, registry};
+
+/// How long each component may take to become ready. On two busy cores a cold kube-apiserver
+/// needs 10-30 s; the limit is generous so a slow machine is not mistaken for a broken one.
+const READY_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// How long a component gets to exit after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// The administrator the kubeconfig authenticates as.
+pub const ADMIN_USER: &str = "reconhost-admin";
+
+/// Audit policy: one line per write, at Metadata level (who, what, which object, the response
+/// code) and nothing for reads, so the log stays small and counting writes is a filter.
+const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+"#;
+
+/// Options for [`ControlPlane::start`].
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Instance name, the run directory's name under [`registry::root`]. Defaults to a name unique
+    /// to this process.
+    pub name: Option<String>,
+}
+
+/// A running control plane. Dropping it stops every component and removes its run directory.
+pub struct ControlPlane {
+    /// The run directory: pki/, etcd/, logs/, kubeconfig, audit.log.
+    dir: PathBuf,
+    /// `https://127.0.0.1:<port>`.
+    server: String,
+    /// Started components in start order; stopped in reverse.
+    components: Vec<Component>,
+}
+
+impl ControlPlane {
+    /// Starts etcd, kube-apiserver and kube-controller-manager and waits until the API server is
+    /// ready. Stale instances left by killed runs are cleaned up first.
+    pub async fn start(options: Options) -> Result<Self, Error> {
+        let binaries = Binaries::locate()?;
+        for dir in registry::reap_all_stale()? {
+            tracing::info!(dir = %dir.display(), "removed a stale control plane");
+        }
+        let name = options
+            .name
+            .unwrap_or_else(|| format!("run-{}", std::process::id()));
+        let dir = registry::claim(&name)?;
+        let mut plane = Self {
+            dir: dir.clone(),
+            server: String::new(),
+            components: Vec::new(),
+        };
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs).map_err(io(format!("creating {}", logs.display())))?;
+
+        let pki = Pki::generate(&dir.join("pki"))?;
+        let admin = pki.issue_client(ADMIN_USER, &["system:masters"])?;
+        write(&pki.path("admin.crt"), &admin.cert_pem)?;
+        write(&pki.path("admin.key"), &admin.key_pem)?;
+
+        let [etcd_port, peer_port, api_port] = free_ports()?;
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let etcd_args = vec![
+            "--name=reconhost".to_owned(),
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=reconhost={peer_url}"),
+            // Test data is thrown away with the run; fsync would only slow every write.
+            "--unsafe-no-fsync=true".to_owned(),
+            "--auto-compaction-retention=1".to_owned(),
+            "--quota-backend-bytes=8589934592".to_owned(),
+            "--log-level=warn".to_owned(),
+        ];
+        plane.spawn("etcd", &binaries.etcd, &etcd_args, &logs)?;
+        plane.wait_ready(0, || etcd_healthy(etcd_port)).await?;
+
+        write(&dir.join("audit-policy.yaml"), AUDIT_POLICY)?;
+        plane.server = format!("https://127.0.0.1:{api_port}");
+        let p = |f: &str| pki.path(f).display().to_string();
+        let api_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--secure-port={api_port}"),
+            format!("--cert-dir={}", pki.dir.display()),
+            format!("--tls-cert-file={}", p("apiserver.crt")),
+            format!("--tls-private-key-file={}", p("apiserver.key")),
+            format!("--client-ca-file={}", p("ca.crt")),
+            format!("--service-account-issuer={}", plane.server),
+            format!("--service-account-signing-key-file={}", p("sa.key")),
+            format!("--service-account-key-file={}", p("sa.pub")),
+            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            "--authorization-mode=RBAC".to_owned(),
+            "--allow-privileged=true".to_owned(),
+            // Pods would otherwise need a `default` ServiceAccount that only a full KCM creates.
+            "--disable-admission-plugins=ServiceAccount".to_owned(),
+            // There are no real endpoints for the `kubernetes` Service on loopback.
+            "--endpoint-reconciler-type=none".to_owned(),
+            "--profiling=false".to_owned(),
+            format!(
+                "--audit-policy-file={}",
+                dir.join("audit-policy.yaml").display()
+            ),
+            format!("--audit-log-path={}", dir.join("audit.log").display()),
+            "--audit-log-format=json".to_owned(),
+            "--audit-log-mode=blocking".to_owned(),
+            // Scale tests create thousands of objects from one client.
+            "--max-requests-inflight=1000".to_owned(),
+            "--max-mutating-requests-inflight=500".to_owned(),
+        ];
+        plane.spawn("kube-apiserver", &binaries.kube_apiserver, &api_args, &logs)?;
+        write(
+            &plane.kubeconfig(),
+            &kubeconfig_json(&plane.server, &pki, "admin"),
+        )?;
+        let client = plane.client().await?;
+        plane
+            .wait_ready_async(1, || api_ready(client.clone(), api_port))
+            .await?;
+
+        let kcm_args = vec![
+            format!("--kubeconfig={}", plane.kubeconfig().display()),
+            "--leader-elect=false".to_owned(),
+            "--controllers=garbage-collector-controller,namespace-controller".to_owned(),
+            "--secure-port=0".to_owned(),
+            "--use-service-account-credentials=false".to_owned(),
+            "--kube-api-qps=100".to_owned(),
+            "--kube-api-burst=200".to_owned(),
+        ];
+        plane.spawn(
+            "kube-controller-manager",
+            &binaries.kube_controller_manager,
+            &kcm_args,
+            &logs,
+        )?;
+        plane.check_alive()?;
+        Ok(plane)
+    }
+
+    fn spawn(
+        &mut self,
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        logs: &Path,
+    ) -> Result<(), Error> {
+        let component = Component::spawn(name, program, args, logs)?;
+        if let Some(pid) = component.pid() {
+            registry::record_component(&self.dir, name, pid)?;
+        }
+        self.components.push(component);
+        Ok(())
+    }
+
+    /// Polls a blocking probe until it succeeds, failing early if the component exits.
+    async fn wait_ready(&mut self, index: usize, probe: impl Fn() -> bool) -> Result<(), Error> {
+        self.wait_ready_async(index, || std::future::ready(probe()))
+            .await
+    }
+
+    async fn wait_ready_async<F: Future<Output = bool>>(
+        &mut self,
+        index: usize,
+        probe: impl Fn() -> F,
+    ) -> Result<(), Error> {
+        let start = Instant::now();
+        loop {
+            self.components[index].check_alive()?;
+            if probe().await {
+                return Ok(());
+            }
+            if start.elapsed() > READY_TIMEOUT {
+                let component = &self.components[index];
+                let log = component.log().to_owned();
+                return Err(Error::NotReady {
+                    component: component.name(),
+                    seconds: READY_TIMEOUT.as_secs(),
+                    tail: log_tail(&log),
+                    log,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Fails with the component's log if any component has exited.
+    pub fn check_alive(&mut self) -> Result<(), Error> {
+        self.components
+            .iter_mut()
+            .try_for_each(Component::check_alive)
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The absolute path of the administrator kubeconfig (usable with kubectl).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    /// The API server's URL.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The audit log of write requests.
+    pub fn audit_log(&self) -> AuditLog {
+        AuditLog::new(self.dir.join("audit.log"))
+    }
+
+    /// Process ids of the running components, in start order.
+    pub fn pids(&self) -> Vec<u32> {
+        self.components.iter().filter_map(Component::pid).collect()
+    }
+
+    /// A client authenticated as the administrator.
+    pub async fn client(&self) -> Result<kube::Client, Error> {
+        crate::cluster::client_from_kubeconfig(&self.kubeconfig()).await
+    }
+
+    /// Stops every component (newest first) and removes the run directory.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        while let Some(mut component) = self.components.pop() {
+            component.stop(STOP_GRACE);
+        }
+        if std::env::var_os("RECONHOST_KEEP_RUN_DIR").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { what, source }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), Error> {
+    std::fs::write(path, text).map_err(io(format!("writing {}", path.display())))
+}
+
+/// Free loopback ports, as envtest finds them: bind port 0 and read back what the kernel chose.
+/// All listeners are held until every port is known, so the ports are distinct.
+fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
+    let listeners = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io("finding a free loopback port".into()))?;
+    let ports: Vec<u16> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok().map(|a| a.port()))
+        .collect();
+    ports.try_into().map_err(|_| Error::Io {
+        what: "reading back a loopback port".into(),
+        source: std::io::Error::other("no local address"),
+    })
+}
+
+/// etcd's /health endpoint over plain HTTP/1.0: a few bytes, so no HTTP client is needed.
+fn etcd_healthy(port: u16) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.contains("\"health\":\"true\"")
+}
+
+async fn api_ready(client: kube::Client, port: u16) -> bool {
+    // Until the port accepts connections every request would only log a connect error.
+    if TcpStream::connect(("127.0.0.1", port)).is_err() {
+        return false;
+    }
+    let request = http::Request::get("/readyz")
+        .body(Vec::new())
+        .expect("static request");
+    matches!(client.request_text(request).await, Ok(body) if body.trim() == "ok")
+}
+
+/// A kubeconfig as JSON (valid YAML, read by kubectl and kube alike) that points at the
+/// certificate files, so it stays small and readable.
+fn kubeconfig_json(server: &str, pki: &Pki, user: &str) -> String {
+    let p = |f: &str| pki.path(f).display().to_string();
+    let config = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "reconhost", "cluster": {"server": server, "certificate-authority": p("ca.crt")}}],
+        "users": [{"name": user, "user": {"client-certificate": p("admin.crt"), "client-key": p("admin.key")}}],
+        "contexts": [{"name": "reconhost", "context": {"cluster": "reconhost", "user": user}}],
+        "current-context": "reconhost",
+    });
+    serde_json::to_string_pretty(&config).expect("a JSON value always serializes")
+}

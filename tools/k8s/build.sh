@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the local control plane (kube-apiserver, kube-controller-manager, kubectl, etcd, kwok) from
+# the Kubernetes Go modules into a version-keyed cache outside the clone. A binary already in the
+# cache is not rebuilt, so a warm machine pays nothing; a cold one pays the full compile once.
+#
+# Prints the cache directory as its last line.
+set -euo pipefail
+
+# Kubernetes release; also in go.mod (with a replace per staging module), in
+# tests/src/binaries.rs and in the k8s-openapi feature of the root Cargo.toml. etcd comes at the
+# version this release pins (go.mod's tool directive: go.etcd.io/etcd/server/v3 v3.6.5).
+K8S_VERSION=v1.35.4
+# kwok for scale tests: its newest tag that builds with Go 1.26.
+KWOK_VERSION=v0.8.0
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache=${RECONHOST_CACHE:-$HOME/.cache/reconhost}
+out="$cache/k8s/$K8S_VERSION"
+mkdir -p "$out"
+
+export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
+minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
+ -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+ -X k8s.io/component-base/version.gitTreeState=clean \
+ -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z \
+ -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION \
+ -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+
+build() { # name package [ldflags]
+  local name=$1 pkg=$2 flags=${3:-"-s -w"}
+  if [ -x "$out/$name" ]; then return; fi
+  local start=$SECONDS
+  echo "building $name ($pkg)" >&2
+  (cd "$here" && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$flags" \
+     -o "$out/$name.tmp" "$pkg")
+  mv "$out/$name.tmp" "$out/$name"   # rename last so an interrupted build never looks finished
+  echo "built $name in $((SECONDS - start))s" >&2
+}
+
+build etcd go.etcd.io/etcd/server/v3
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ldflags"
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$ldflags"
+build kubectl k8s.io/kubernetes/cmd/kubectl "$ldflags"
+
+if [ ! -x "$out/kwok" ]; then
+  # kwok is its own module with no replace directives; building it inside ours would force our
+  # Kubernetes versions on it.
+  start=$SECONDS
+  echo "building kwok $KWOK_VERSION" >&2
+  GOBIN="$out/.kwok-bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  mv "$out/.kwok-bin/kwok" "$out/kwok" && rmdir "$out/.kwok-bin"
+  echo "built kwok in $((SECONDS - start))s" >&2
+fi
+
+echo "$out"
