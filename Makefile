@@ -8,7 +8,11 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 CLUSTER := $(TARGET_DIR)/debug/reconhost-cluster
 RECONHOST := $(TARGET_DIR)/debug/reconhost
 
-.PHONY: run test build k8s cluster-up cluster-down cluster-status check fmt clean
+PLUGIN_DIR := $(TARGET_DIR)/plugins
+export RECONHOST_PLUGIN_DIR := $(PLUGIN_DIR)
+EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver
+
+.PHONY: run test build plugins bench k8s cluster-up cluster-down cluster-status check fmt clean
 
 ## run: start the local control plane (building it on first use) and run the host against it
 run: k8s build
@@ -18,11 +22,16 @@ run: k8s build
 
 ## test: build everything, start a private control plane, run every test, stop it
 test: k8s build
+	cd plugins && $(CARGO) test $(EXAMPLE_CRATES)
 	$(CLUSTER) exec --name test -- $(CARGO) test --workspace --no-fail-fast
 
-## build: the host, the harness and the test binaries
-build:
+## build: the plugins, the host, the harness and the test binaries
+build: plugins
 	$(CARGO) build --workspace --bins --tests
+
+## plugins: every example and test plugin, as <target>/plugins/<name>.wasm
+plugins:
+	@bash scripts/build-plugins.sh
 
 ## k8s: build etcd, kube-apiserver, kube-controller-manager, kubectl and kwok if missing
 k8s:

@@ -23,6 +23,40 @@ pub struct Cli {
 pub enum Command {
     /// Run the host against a cluster until SIGTERM or SIGINT.
     Run(RunArgs),
+    /// Run a plugin offline on files and print what the host would do.
+    Render(RenderArgs),
+}
+
+/// Arguments of `reconhost render`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RenderArgs {
+    /// The plugin component (.wasm).
+    #[arg(long)]
+    pub plugin: PathBuf,
+    /// The parent object (YAML or JSON).
+    #[arg(long)]
+    pub parent: PathBuf,
+    /// Objects standing for the observed children (YAML or JSON, multi-document). Repeatable.
+    #[arg(long)]
+    pub observed: Vec<PathBuf>,
+    /// Objects the plugin may read through get and list. Repeatable.
+    #[arg(long)]
+    pub related: Vec<PathBuf>,
+    /// The plugin configuration, JSON.
+    #[arg(long)]
+    pub config: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
+    pub output: OutputFormat,
+}
+
+/// Output formats of `render`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// YAML.
+    Yaml,
+    /// JSON.
+    Json,
 }
 
 /// Arguments of `reconhost run`.

@@ -8,9 +8,19 @@
 //! # Layout
 //!
 //! - [`cli`]: the command line, parsed once in `main`.
+//! - [`model`]: the host's types for what crosses the plugin boundary.
+//! - [`planner`]: desired versus observed gives actions (pure).
+//! - [`render`]: `reconhost render`, a plugin run offline on files.
+//! - [`runtime`]: the sandboxed WebAssembly runtime; start here for plugins.
+//! - [`selector`]: Kubernetes label selectors.
 //! - [`run`]: the long-running host process (`reconhost run`) and its shutdown flow.
 //! - [`telemetry`]: logging set-up (human locally, JSON in a cluster).
 
 pub mod cli;
+pub mod model;
+pub mod planner;
+pub mod render;
 pub mod run;
+pub mod runtime;
+pub mod selector;
 pub mod telemetry;

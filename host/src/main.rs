@@ -9,5 +9,12 @@ async fn main() -> anyhow::Result<()> {
     reconhost::telemetry::init(cli.log_format);
     match cli.command {
         Command::Run(args) => reconhost::run::run(args, reconhost::run::shutdown_signal()).await,
+        Command::Render(args) => {
+            // Compiling and calling the plugin blocks; keep it off the async workers.
+            let text =
+                tokio::task::spawn_blocking(move || reconhost::render::render(&args)).await??;
+            print!("{text}");
+            Ok(())
+        }
     }
 }

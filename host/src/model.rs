@@ -1,0 +1,185 @@
+//! The host's own types for what crosses the plugin boundary, independent of any WIT version:
+//! the runtime converts each contract version into these, and every later stage (planner,
+//! applier, `render`) sees only these.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// A kind of Kubernetes object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KindRef {
+    /// `group/version`, or `version` for the core group.
+    pub api_version: String,
+    /// The kind, e.g. `Deployment`.
+    pub kind: String,
+}
+
+impl KindRef {
+    /// A kind from its apiVersion and kind.
+    pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
+        Self {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// The API group: the part of apiVersion before `/`, empty for the core group.
+    pub fn group(&self) -> &str {
+        self.api_version.split_once('/').map_or("", |(g, _)| g)
+    }
+
+    /// Whether `object` (JSON) is of this kind. Versions of one group count as the same kind,
+    /// because the API server converts between them.
+    pub fn matches(&self, api_version: &str, kind: &str) -> bool {
+        let group = api_version.split_once('/').map_or("", |(g, _)| g);
+        self.kind == kind && self.group() == group
+    }
+}
+
+impl fmt::Display for KindRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.api_version, self.kind)
+    }
+}
+
+/// What a plugin declares about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginInfo {
+    /// Short name, a DNS label; the field manager is `reconhost/<name>`.
+    pub name: String,
+    /// The plugin's version.
+    pub version: String,
+    /// The parent kind it reconciles.
+    pub parent: KindRef,
+    /// The child kinds it may create.
+    pub children: Vec<KindRef>,
+    /// The kinds it may read through `get` and `list`.
+    pub reads: Vec<KindRef>,
+    /// Whether the host keeps a finalizer on parents.
+    pub finalizer: bool,
+}
+
+impl PluginInfo {
+    /// The field manager the host applies this plugin's children with.
+    pub fn field_manager(&self) -> String {
+        format!("reconhost/{}", self.name)
+    }
+
+    /// The finalizer the host puts on parents when the plugin asks for one.
+    pub fn finalizer_name(&self) -> String {
+        format!("reconhost.dev/{}", self.name)
+    }
+}
+
+/// One reconcile call's input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReconcileRequest {
+    /// The parent object.
+    pub parent: Value,
+    /// Its observed children.
+    pub children: Vec<Value>,
+    /// The plugin's configuration (`{}` if none).
+    pub config: Value,
+    /// The parent is being deleted and the host's finalizer is on it.
+    pub finalizing: bool,
+}
+
+/// A condition's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ConditionStatus {
+    /// `"True"`.
+    True,
+    /// `"False"`.
+    False,
+    /// `"Unknown"`.
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// The string Kubernetes uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+/// A condition the plugin wants on the parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Condition {
+    /// Condition type, e.g. `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Its status.
+    pub status: ConditionStatus,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Message for people.
+    pub message: String,
+}
+
+/// Event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum EventType {
+    /// Normal.
+    Normal,
+    /// Warning.
+    Warning,
+}
+
+/// An event the plugin wants recorded on the parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Normal or Warning.
+    #[serde(rename = "type")]
+    pub type_: EventType,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Message for people.
+    pub message: String,
+}
+
+/// A validated response: the desired state of one parent.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Desired {
+    /// Desired children, each checked: an object with apiVersion, a declared kind,
+    /// metadata.name, no foreign namespace and no ownerReferences.
+    pub children: Vec<Value>,
+    /// Desired parent status (a JSON object), or `None` to leave it.
+    pub status: Option<Value>,
+    /// Conditions, unique by type.
+    pub conditions: Vec<Condition>,
+    /// Events to record.
+    pub events: Vec<Event>,
+    /// Reconcile again after this long.
+    pub requeue_after: Option<Duration>,
+    /// Cleanup finished (meaningful when finalizing).
+    pub finalized: bool,
+}
+
+/// The plugin's own verdict on a failed reconcile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PluginError {
+    /// Retry with backoff.
+    #[error("transient error: {0}")]
+    Transient(String),
+    /// Do not retry until the parent changes.
+    #[error("permanent error: {0}")]
+    Permanent(String),
+}
+
+/// `namespace/name` (or `name`) of an object, for messages.
+pub fn object_ref(object: &Value) -> String {
+    let meta = &object["metadata"];
+    let name = meta["name"].as_str().unwrap_or("<unnamed>");
+    match meta["namespace"].as_str() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_owned(),
+    }
+}

@@ -1,0 +1,407 @@
+//! The planner: desired state versus observed state gives the actions to take. A pure function
+//! (no I/O, no clock: the time is an argument), so the live host and `reconhost render` plan
+//! identically and every rule is unit-tested without a cluster.
+//!
+//! Rules:
+//! - Each desired child gets the parent's namespace and the parent as controller
+//!   ownerReference (the host's, never the plugin's).
+//! - A desired child with no observed counterpart is created; one whose every desired field
+//!   already holds in the observed object is unchanged (nothing is sent, so a steady state makes
+//!   no writes); otherwise it is updated (server-side apply).
+//! - An observed child that is not desired is deleted, with its UID as precondition.
+//! - Status: the plugin's status plus `observedGeneration` plus conditions merged by type;
+//!   `lastTransitionTime` moves only when a condition's status changes.
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::model::{Desired, KindRef, PluginInfo};
+
+/// What to do with one child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Apply a child that does not exist yet.
+    Create,
+    /// Apply a child whose observed state differs from the desired.
+    Update,
+    /// Delete an observed child that is no longer desired.
+    Delete,
+    /// Nothing to send.
+    Unchanged,
+}
+
+/// The plan for one child.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChildPlan {
+    /// The action.
+    pub action: Action,
+    /// The child's kind.
+    pub kind: KindRef,
+    /// Its name.
+    pub name: String,
+    /// For create/update/unchanged: the apply body (desired fields, namespace, ownerReference).
+    /// For delete: the observed object.
+    pub object: Value,
+    /// For delete: the observed UID, sent as precondition so a newer object of the same name
+    /// is never deleted by mistake.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+/// What to do with the finalizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FinalizerAction {
+    /// Add the host's finalizer to the parent.
+    Add,
+    /// Remove it: the plugin reported `finalized`.
+    Remove,
+}
+
+/// The plan for one parent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// One entry per desired or observed child, desired ones first in the plugin's order.
+    pub children: Vec<ChildPlan>,
+    /// The new parent status, if it differs from the observed one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Value>,
+    /// A change to the finalizer, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finalizer: Option<FinalizerAction>,
+}
+
+impl Plan {
+    /// Whether the plan sends anything at all.
+    pub fn is_noop(&self) -> bool {
+        self.status.is_none()
+            && self.finalizer.is_none()
+            && self.children.iter().all(|c| c.action == Action::Unchanged)
+    }
+}
+
+/// Plans one parent. `now` is an RFC 3339 timestamp used for new condition transitions.
+pub fn plan(
+    info: &PluginInfo,
+    parent: &Value,
+    desired: &Desired,
+    observed: &[Value],
+    now: &str,
+) -> Plan {
+    let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
+    let owner = owner_reference(parent);
+    let mut children = Vec::with_capacity(desired.children.len());
+    let mut matched = vec![false; observed.len()];
+    for child in &desired.children {
+        let mut body = child.clone();
+        let meta = body["metadata"]
+            .as_object_mut()
+            .expect("validated: metadata is an object");
+        if !namespace.is_empty() {
+            meta.insert("namespace".into(), json!(namespace));
+        }
+        meta.insert("ownerReferences".into(), json!([owner]));
+        let kind = kind_of(&body);
+        let name = body["metadata"]["name"].as_str().unwrap_or("").to_owned();
+        let found = observed.iter().position(|o| same_object(o, &kind, &name));
+        let action = match found {
+            None => Action::Create,
+            Some(i) => {
+                matched[i] = true;
+                if is_subset(&body, &observed[i]) {
+                    Action::Unchanged
+                } else {
+                    Action::Update
+                }
+            }
+        };
+        children.push(ChildPlan {
+            action,
+            kind,
+            name,
+            object: body,
+            uid: None,
+        });
+    }
+    for (o, _) in observed.iter().zip(&matched).filter(|(_, m)| !**m) {
+        children.push(ChildPlan {
+            action: Action::Delete,
+            kind: kind_of(o),
+            name: o["metadata"]["name"].as_str().unwrap_or("").to_owned(),
+            object: o.clone(),
+            uid: o["metadata"]["uid"].as_str().map(str::to_owned),
+        });
+    }
+
+    let current_status = parent.get("status").cloned().unwrap_or(Value::Null);
+    let new_status = status(parent, desired, &current_status, now);
+    let status = (new_status != current_status).then_some(new_status);
+
+    let finalizer_name = info.finalizer_name();
+    let has_finalizer = parent["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == finalizer_name.as_str()));
+    let deleting = parent["metadata"]["deletionTimestamp"].is_string();
+    let finalizer = if deleting {
+        (has_finalizer && desired.finalized).then_some(FinalizerAction::Remove)
+    } else {
+        (info.finalizer && !has_finalizer).then_some(FinalizerAction::Add)
+    };
+    Plan {
+        children,
+        status,
+        finalizer,
+    }
+}
+
+/// The controller ownerReference pointing at `parent`.
+pub fn owner_reference(parent: &Value) -> Value {
+    json!({
+        "apiVersion": parent["apiVersion"],
+        "kind": parent["kind"],
+        "name": parent["metadata"]["name"],
+        "uid": parent["metadata"]["uid"].as_str().unwrap_or(""),
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+fn kind_of(object: &Value) -> KindRef {
+    KindRef::new(
+        object["apiVersion"].as_str().unwrap_or(""),
+        object["kind"].as_str().unwrap_or(""),
+    )
+}
+
+fn same_object(observed: &Value, kind: &KindRef, name: &str) -> bool {
+    kind.matches(
+        observed["apiVersion"].as_str().unwrap_or(""),
+        observed["kind"].as_str().unwrap_or(""),
+    ) && observed["metadata"]["name"] == name
+}
+
+/// Whether every field of `desired` holds in `observed`: objects recursively (fields the
+/// API server added or defaulted do not count as differences), arrays element by element with
+/// equal length, numbers by value.
+pub fn is_subset(desired: &Value, observed: &Value) -> bool {
+    match (desired, observed) {
+        (Value::Object(d), Value::Object(o)) => d.iter().all(|(k, v)| match o.get(k) {
+            Some(ov) => is_subset(v, ov),
+            None => {
+                v.is_null()
+                    || v.as_object().is_some_and(Map::is_empty)
+                    || v.as_array().is_some_and(Vec::is_empty)
+            }
+        }),
+        (Value::Array(d), Value::Array(o)) => {
+            d.len() == o.len() && d.iter().zip(o).all(|(a, b)| is_subset(a, b))
+        }
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        (a, b) => a == b,
+    }
+}
+
+/// The full status the host writes: the plugin's fields, observedGeneration, merged conditions.
+fn status(parent: &Value, desired: &Desired, current: &Value, now: &str) -> Value {
+    let mut status = match (&desired.status, current) {
+        (Some(Value::Object(s)), _) => s.clone(),
+        // No status from the plugin: keep what is there, so conditions can still be updated.
+        (None, Value::Object(c)) => c.clone(),
+        _ => Map::new(),
+    };
+    if let Some(generation) = parent["metadata"]["generation"].as_i64() {
+        status.insert("observedGeneration".into(), json!(generation));
+    }
+    let old: Vec<Value> = current["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut merged: Vec<Value> = old.clone();
+    for c in &desired.conditions {
+        let previous = old.iter().find(|o| o["type"] == c.type_.as_str());
+        let transition = match previous {
+            Some(p) if p["status"] == c.status.as_str() => p["lastTransitionTime"].clone(),
+            _ => json!(now),
+        };
+        let mut entry = json!({
+            "type": c.type_, "status": c.status.as_str(), "reason": c.reason, "message": c.message,
+            "lastTransitionTime": transition,
+        });
+        if let Some(generation) = parent["metadata"]["generation"].as_i64() {
+            entry["observedGeneration"] = json!(generation);
+        }
+        match merged.iter_mut().find(|m| m["type"] == c.type_.as_str()) {
+            Some(slot) => *slot = entry,
+            None => merged.push(entry),
+        }
+    }
+    if !merged.is_empty() {
+        status.insert("conditions".into(), Value::Array(merged));
+    }
+    Value::Object(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Condition, ConditionStatus};
+
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "webapp".into(),
+            version: "0.1.0".into(),
+            parent: KindRef::new("examples.reconhost.dev/v1alpha1", "WebApp"),
+            children: vec![KindRef::new("v1", "ConfigMap")],
+            reads: vec![],
+            finalizer: false,
+        }
+    }
+
+    fn parent() -> Value {
+        json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "WebApp",
+               "metadata": {"name": "web", "namespace": "a", "uid": "u-1", "generation": 3}})
+    }
+
+    fn cm(name: &str, data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+    }
+
+    fn observed(name: &str, data: Value) -> Value {
+        let mut o = cm(name, data);
+        o["metadata"] = json!({"name": name, "namespace": "a", "uid": format!("uid-{name}"), "resourceVersion": "7",
+                               "ownerReferences": [owner_reference(&parent())]});
+        o
+    }
+
+    fn desired(children: Vec<Value>) -> Desired {
+        Desired {
+            children,
+            ..Desired::default()
+        }
+    }
+
+    #[test]
+    fn missing_child_should_be_created_with_namespace_and_owner() {
+        let plan = plan(
+            &info(),
+            &parent(),
+            &desired(vec![cm("x", json!({"k": "v"}))]),
+            &[],
+            "T0",
+        );
+        let child = &plan.children[0];
+        assert_eq!(child.action, Action::Create);
+        assert_eq!(child.object["metadata"]["namespace"], "a");
+        let owner = &child.object["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (
+                owner["uid"].as_str(),
+                owner["controller"].as_bool(),
+                owner["kind"].as_str()
+            ),
+            (Some("u-1"), Some(true), Some("WebApp"))
+        );
+    }
+
+    #[test]
+    fn child_matching_the_observed_should_be_unchanged_despite_server_fields() {
+        let plan = plan(
+            &info(),
+            &parent(),
+            &desired(vec![cm("x", json!({"k": "v"}))]),
+            &[observed("x", json!({"k": "v"}))],
+            "T0",
+        );
+        assert_eq!(plan.children[0].action, Action::Unchanged);
+    }
+
+    #[test]
+    fn changed_child_should_be_updated_and_undesired_child_deleted_with_its_uid() {
+        let obs = [
+            observed("x", json!({"k": "old"})),
+            observed("gone", json!({})),
+        ];
+        let plan = plan(
+            &info(),
+            &parent(),
+            &desired(vec![cm("x", json!({"k": "new"}))]),
+            &obs,
+            "T0",
+        );
+        assert_eq!(plan.children[0].action, Action::Update);
+        assert_eq!(plan.children[1].action, Action::Delete);
+        assert_eq!(plan.children[1].name, "gone");
+        assert_eq!(plan.children[1].uid.as_deref(), Some("uid-gone"));
+    }
+
+    #[test]
+    fn steady_state_should_plan_nothing() {
+        let mut d = desired(vec![cm("x", json!({"k": "v"}))]);
+        d.conditions.push(Condition {
+            type_: "Ready".into(),
+            status: ConditionStatus::True,
+            reason: "Ok".into(),
+            message: "m".into(),
+        });
+        d.status = Some(json!({"readyReplicas": 1}));
+        let first = plan(&info(), &parent(), &d, &[], "T0");
+        let mut p = parent();
+        p["status"] = first.status.clone().unwrap();
+        let second = plan(&info(), &p, &d, &[observed("x", json!({"k": "v"}))], "T1");
+        assert!(second.is_noop(), "{second:?}");
+    }
+
+    #[test]
+    fn transition_time_should_move_only_when_the_condition_status_changes() {
+        let cond = |s| Condition {
+            type_: "Ready".into(),
+            status: s,
+            reason: "R".into(),
+            message: "m".into(),
+        };
+        let mut d = desired(vec![]);
+        d.conditions.push(cond(ConditionStatus::False));
+        let mut p = parent();
+        p["status"] = plan(&info(), &p, &d, &[], "T0").status.unwrap();
+        d.conditions[0].message = "other message".into();
+        let same = plan(&info(), &p, &d, &[], "T1").status.unwrap();
+        assert_eq!(same["conditions"][0]["lastTransitionTime"], "T0");
+        assert_eq!(same["conditions"][0]["message"], "other message");
+        d.conditions[0] = cond(ConditionStatus::True);
+        let flipped = plan(&info(), &p, &d, &[], "T2").status.unwrap();
+        assert_eq!(flipped["conditions"][0]["lastTransitionTime"], "T2");
+        assert_eq!(flipped["observedGeneration"], 3);
+    }
+
+    #[test]
+    fn finalizer_should_be_added_and_removed_only_after_finalized() {
+        let mut i = info();
+        i.finalizer = true;
+        assert_eq!(
+            plan(&i, &parent(), &desired(vec![]), &[], "T").finalizer,
+            Some(FinalizerAction::Add)
+        );
+        let mut p = parent();
+        p["metadata"]["finalizers"] = json!(["reconhost.dev/webapp"]);
+        p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert_eq!(plan(&i, &p, &desired(vec![]), &[], "T").finalizer, None);
+        let mut done = desired(vec![]);
+        done.finalized = true;
+        assert_eq!(
+            plan(&i, &p, &done, &[], "T").finalizer,
+            Some(FinalizerAction::Remove)
+        );
+    }
+
+    #[test]
+    fn subset_should_compare_arrays_exactly_and_numbers_by_value() {
+        assert!(is_subset(
+            &json!({"a": [1, {"b": 2}]}),
+            &json!({"a": [1.0, {"b": 2, "c": 3}], "z": 1})
+        ));
+        assert!(!is_subset(&json!({"a": [1]}), &json!({"a": [1, 2]})));
+        assert!(!is_subset(&json!({"a": "x"}), &json!({})));
+        assert!(is_subset(&json!({"a": {}}), &json!({})));
+    }
+}

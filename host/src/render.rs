@@ -1,0 +1,157 @@
+//! `reconhost render`: runs a plugin offline, with the same runtime and planner as the live
+//! host, and prints what the host would do. `get` and `list` are answered from `--related`
+//! files; `--observed` files stand for the children the host would have found.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::{OutputFormat, RenderArgs};
+use crate::model::{Condition, Event, ReconcileRequest};
+use crate::planner::{self, Plan};
+use crate::runtime::{Limits, Plugin, Runtime, RuntimeConfig, StaticObjects};
+
+/// What `render` prints.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rendered {
+    /// The plugin's name, version and digest.
+    pub plugin: PluginSummary,
+    /// `namespace/name` of the parent.
+    pub parent: String,
+    /// The plan: one entry per child with its action, the new status, the finalizer change.
+    #[serde(flatten)]
+    pub plan: Plan,
+    /// Conditions the plugin set.
+    pub conditions: Vec<Condition>,
+    /// Events the plugin asked for.
+    pub events: Vec<Event>,
+    /// Requeue delay in milliseconds, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue_after_ms: Option<u128>,
+    /// Whether the plugin reported cleanup done.
+    pub finalized: bool,
+}
+
+/// Identity of the rendered plugin.
+#[derive(Debug, Serialize)]
+pub struct PluginSummary {
+    /// Name from `info()`.
+    pub name: String,
+    /// Version from `info()`.
+    pub version: String,
+    /// sha256 of the component.
+    pub digest: String,
+}
+
+/// Runs `render` and returns the text to print.
+pub fn render(args: &RenderArgs) -> anyhow::Result<String> {
+    let rendered = render_value(args)?;
+    Ok(match args.output {
+        OutputFormat::Json => serde_json::to_string_pretty(&rendered)? + "\n",
+        OutputFormat::Yaml => serde_saphyr::to_string(&rendered).context("writing YAML")?,
+    })
+}
+
+/// Runs `render` and returns the structured result.
+pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let bytes = std::fs::read(&args.plugin)
+        .with_context(|| format!("reading plugin {}", args.plugin.display()))?;
+    let plugin = Plugin::load(
+        &runtime,
+        &args.plugin.display().to_string(),
+        &bytes,
+        Limits::default(),
+    )?;
+    let parent = single(&args.parent)?;
+    let info = plugin.info();
+    let (api_version, kind) = (
+        parent["apiVersion"].as_str().unwrap_or(""),
+        parent["kind"].as_str().unwrap_or(""),
+    );
+    if !info.parent.matches(api_version, kind) {
+        bail!(
+            "{} is a {api_version}/{kind}, but plugin {} reconciles {}",
+            args.parent.display(),
+            info.name,
+            info.parent
+        );
+    }
+    let observed = objects(&args.observed)?;
+    let related = objects(&args.related)?;
+    let config = match &args.config {
+        Some(text) => serde_json::from_str(text).context("parsing --config as JSON")?,
+        None => Value::Object(Default::default()),
+    };
+    let finalizing = parent["metadata"]["deletionTimestamp"].is_string()
+        && parent["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|x| x == info.finalizer_name().as_str()));
+    let request = ReconcileRequest {
+        parent: parent.clone(),
+        children: observed.clone(),
+        config,
+        finalizing,
+    };
+    let outcome = plugin.reconcile(&request, Arc::new(StaticObjects::new(related)))?;
+    let now = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    let plan = planner::plan(info, &parent, &outcome.desired, &observed, &now);
+    Ok(Rendered {
+        plugin: PluginSummary {
+            name: info.name.clone(),
+            version: info.version.clone(),
+            digest: plugin.digest().to_owned(),
+        },
+        parent: crate::model::object_ref(&parent),
+        plan,
+        conditions: outcome.desired.conditions,
+        events: outcome.desired.events,
+        requeue_after_ms: outcome.desired.requeue_after.map(|d| d.as_millis()),
+        finalized: outcome.desired.finalized,
+    })
+}
+
+/// Every object in YAML or JSON files (multi-document YAML, and `kind: List` items, flattened).
+pub fn objects(paths: &[PathBuf]) -> anyhow::Result<Vec<Value>> {
+    let mut all = Vec::new();
+    for path in paths {
+        all.extend(read_objects(path)?);
+    }
+    Ok(all)
+}
+
+fn single(path: &Path) -> anyhow::Result<Value> {
+    let mut objects = read_objects(path)?;
+    match objects.len() {
+        1 => Ok(objects.remove(0)),
+        n => bail!(
+            "{} holds {n} objects; --parent takes exactly one",
+            path.display()
+        ),
+    }
+}
+
+fn read_objects(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+        .with_context(|| format!("parsing {} as YAML", path.display()))?;
+    let mut out = Vec::new();
+    for doc in docs.into_iter().filter(|d| !d.is_null()) {
+        if doc["kind"] == "List" {
+            out.extend(doc["items"].as_array().cloned().unwrap_or_default());
+        } else if doc.is_object() {
+            out.push(doc);
+        } else {
+            bail!("{} holds a document that is not an object", path.display());
+        }
+    }
+    Ok(out)
+}

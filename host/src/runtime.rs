@@ -1,0 +1,22 @@
+//! The sandboxed plugin runtime: one wasmtime engine for the host, plugins compiled once (with
+//! an on-disk cache), and every call in a fresh instance under a deadline and memory, output and
+//! log caps. Nothing here knows about Kubernetes beyond JSON objects.
+//!
+//! Start with [`Runtime::new`], then [`Plugin::load`] and [`Plugin::reconcile`].
+
+mod bindings;
+mod cache;
+mod engine;
+mod error;
+mod limits;
+mod plugin;
+mod reads;
+mod state;
+mod validate;
+
+pub use cache::{CompiledCache, Provenance, sha256_hex};
+pub use engine::{EPOCH_TICK, EngineError, Runtime, RuntimeConfig};
+pub use error::{CallError, CallErrorKind, LoadError};
+pub use limits::Limits;
+pub use plugin::{Outcome, Plugin, SUPPORTED_CONTRACTS};
+pub use reads::{NoObjects, ObjectReader, Read, StaticObjects};

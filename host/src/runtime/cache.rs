@@ -1,0 +1,103 @@
+//! On-disk cache of compiled plugins, keyed by the component's sha256 and the engine's
+//! compatibility hash (wasmtime version, target and every setting that affects code), so a
+//! second load maps the compiled code from disk instead of compiling.
+//!
+//! Only files this host wrote are ever loaded: the key is derived from bytes the host read and
+//! hashed itself, and entries are written to a temporary name and renamed into place, so a crash
+//! never leaves a truncated entry under a valid name. Loading compiled code is `unsafe` in
+//! wasmtime precisely because a forged file could run arbitrary native code; never point the
+//! cache at a directory others can write to.
+
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+use std::path::{Path, PathBuf};
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::error::LoadError;
+
+/// A directory of compiled components.
+#[derive(Debug, Clone)]
+pub struct CompiledCache {
+    dir: PathBuf,
+    engine_key: String,
+}
+
+/// How a component was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provenance {
+    /// Compiled now (and stored in the cache).
+    Compiled,
+    /// Loaded from the cache.
+    Cached,
+}
+
+impl CompiledCache {
+    /// A cache in `dir` for components compiled by `engine`.
+    pub fn new(dir: PathBuf, engine: &Engine) -> Self {
+        let mut hasher = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        Self {
+            dir,
+            engine_key: format!("{:016x}", hasher.finish()),
+        }
+    }
+
+    /// Where the entry for a digest lives.
+    pub fn path(&self, digest: &str) -> PathBuf {
+        self.dir.join(format!("{digest}-{}.cwasm", self.engine_key))
+    }
+
+    /// The compiled component for `bytes` (whose sha256 is `digest`): from the cache if present,
+    /// else compiled and stored.
+    pub fn load_or_compile(
+        &self,
+        engine: &Engine,
+        origin: &str,
+        digest: &str,
+        bytes: &[u8],
+    ) -> Result<(Component, Provenance), LoadError> {
+        let path = self.path(digest);
+        if path.is_file() {
+            // SAFETY: the file was written by `store` below from code this host compiled, under a
+            // name derived from the digest of the bytes given here and this engine's settings.
+            match unsafe { Component::deserialize_file(engine, &path) } {
+                Ok(component) => return Ok((component, Provenance::Cached)),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "ignoring an unusable compiled-code cache entry")
+                }
+            }
+        }
+        let compile_err = |message: String| LoadError::Compile {
+            origin: origin.to_owned(),
+            digest: digest.to_owned(),
+            message,
+        };
+        let serialized = engine
+            .precompile_component(bytes)
+            .map_err(|e| compile_err(format!("{e:#}")))?;
+        self.store(&path, &serialized)?;
+        // SAFETY: `serialized` was produced by this engine a moment ago.
+        let component = unsafe { Component::deserialize(engine, &serialized) }
+            .map_err(|e| compile_err(format!("{e:#}")))?;
+        Ok((component, Provenance::Compiled))
+    }
+
+    fn store(&self, path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
+        let err = |message: String| LoadError::Cache {
+            path: path.to_owned(),
+            message,
+        };
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| err(format!("creating the directory: {e}")))?;
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, bytes).map_err(|e| err(format!("writing: {e}")))?;
+        std::fs::rename(&tmp, path).map_err(|e| err(format!("renaming into place: {e}")))
+    }
+}
+
+/// sha256 of `bytes`, lower-case hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}

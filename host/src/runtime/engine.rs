@@ -1,0 +1,140 @@
+//! The one wasmtime engine of the host: configuration, the epoch ticker, the linker with the
+//! host imports and capability-free WASI, and the compiled-code cache.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::bindings::v0_1;
+use super::cache::CompiledCache;
+use super::state::State;
+
+/// Interval of the epoch ticker: the granularity of call deadlines. Spin uses 10 ms as well;
+/// shorter ticks cost a wake-up each, longer ones make deadlines coarse.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Settings of the runtime as a whole (per-plugin limits are in [`super::Limits`]).
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Directory of the compiled-code cache.
+    pub cache_dir: PathBuf,
+    /// How many instances may exist at once across all plugins (in calls, warm or loading).
+    /// Sizes the pooling allocator. Default 256.
+    pub max_instances: u32,
+    /// Upper bound of any plugin's memory cap, in bytes; reserves address space per pool slot.
+    /// Default 1 GiB.
+    pub max_memory: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        let cache = std::env::var_os("RECONHOST_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(std::env::temp_dir)
+                    .join(".cache/reconhost")
+            });
+        Self {
+            cache_dir: cache.join("compiled"),
+            max_instances: 256,
+            max_memory: 1 << 30,
+        }
+    }
+}
+
+/// The engine, linker and cache shared by every plugin. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    pub(super) engine: Engine,
+    pub(super) linker: Arc<Linker<State>>,
+    pub(super) cache: CompiledCache,
+}
+
+/// Failure to set up the engine itself.
+#[derive(Debug, thiserror::Error)]
+#[error("setting up the WebAssembly engine: {0}")]
+pub struct EngineError(String);
+
+impl Runtime {
+    /// Builds the engine (pooling allocator, falling back to on-demand allocation where the
+    /// address space cannot be reserved), starts the epoch ticker and links the host imports.
+    pub fn new(config: RuntimeConfig) -> Result<Self, EngineError> {
+        let engine = match Engine::new(&engine_config(&config, true)) {
+            Ok(engine) => engine,
+            Err(e) => {
+                tracing::warn!(error = %e, "pooling allocator unavailable; allocating instances on demand");
+                Engine::new(&engine_config(&config, false))
+                    .map_err(|e| EngineError(format!("{e:#}")))?
+            }
+        };
+        spawn_ticker(&engine);
+        let mut linker = Linker::<State>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| EngineError(format!("linking WASI: {e:#}")))?;
+        v0_1::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+            .map_err(|e| EngineError(format!("linking the host imports: {e:#}")))?;
+        let cache = CompiledCache::new(config.cache_dir.clone(), &engine);
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            cache,
+        })
+    }
+
+    /// The compiled-code cache.
+    pub fn cache(&self) -> &CompiledCache {
+        &self.cache
+    }
+}
+
+fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
+    let mut c = Config::new();
+    c.wasm_component_model(true)
+        .epoch_interruption(true)
+        .parallel_compilation(true)
+        .cranelift_opt_level(wasmtime::OptLevel::Speed)
+        // 512 KiB of wasm stack (the default), stated so it is not forgotten: deep recursion in
+        // a plugin is a trap, not a crash of the host thread.
+        .max_wasm_stack(512 << 10);
+    if pooling {
+        let n = config.max_instances;
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(n)
+            // A Rust component built for wasip2 has a handful of core instances (the program, the
+            // WASI adapter, shims); language runtimes have more.
+            .total_core_instances(n * 8)
+            .total_memories(n * 2)
+            .total_tables(n * 4)
+            .total_stacks(n)
+            .max_memory_size(config.max_memory)
+            .max_component_instance_size(10 << 20)
+            .max_core_instance_size(10 << 20)
+            .max_memories_per_component(4)
+            .max_tables_per_component(8)
+            .max_unused_warm_slots(n / 4)
+            .linear_memory_keep_resident(1 << 20)
+            .table_keep_resident(64 << 10);
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    c
+}
+
+/// One thread per engine bumps the epoch every [`EPOCH_TICK`]; it exits when the engine is gone.
+fn spawn_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("reconhost-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("spawning the epoch ticker thread");
+}

@@ -1,0 +1,173 @@
+//! Typed errors of the plugin runtime. Each names the plugin (and for calls the parent) and
+//! says what happened in words an operator can act on.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::model::PluginError;
+
+/// Loading a plugin failed; the plugin is not started.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The component file could not be read.
+    #[error("reading plugin {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not a valid WebAssembly component, or compiling them failed.
+    #[error("compiling plugin {origin} (sha256 {digest}): {message}")]
+    Compile {
+        /// Where the component came from.
+        origin: String,
+        /// Its sha256.
+        digest: String,
+        /// wasmtime's explanation.
+        message: String,
+    },
+    /// The component was built for a contract version this host does not implement.
+    #[error(
+        "plugin {origin} uses contract {found}, which this host does not implement (it implements {supported})"
+    )]
+    UnsupportedContract {
+        /// Where the component came from.
+        origin: String,
+        /// The `reconhost:plugin` version it imports or exports.
+        found: String,
+        /// What the host supports.
+        supported: &'static str,
+    },
+    /// The component does not implement the `reconciler` world (a missing or mistyped export,
+    /// or an import the host does not provide).
+    #[error("plugin {origin} does not implement the reconhost:plugin/reconciler world: {message}")]
+    NotAReconciler {
+        /// Where the component came from.
+        origin: String,
+        /// What is missing or wrong.
+        message: String,
+    },
+    /// Calling `info` failed (trap, deadline, memory).
+    #[error("calling info() of plugin {origin}: {source}")]
+    Info {
+        /// Where the component came from.
+        origin: String,
+        /// Why the call failed.
+        #[source]
+        source: Box<CallError>,
+    },
+    /// `info` returned something unusable.
+    #[error("plugin {origin} declared an invalid {field}: {reason}")]
+    InvalidInfo {
+        /// Where the component came from.
+        origin: String,
+        /// The field, e.g. `name`.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The compiled-code cache could not be used.
+    #[error("compiled-code cache {}: {message}", path.display())]
+    Cache {
+        /// The cache file or directory.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// One plugin call failed. The host and every other plugin carry on.
+#[derive(Debug, thiserror::Error)]
+#[error("plugin {plugin} reconciling {parent}: {kind}")]
+pub struct CallError {
+    /// The plugin's name.
+    pub plugin: String,
+    /// `namespace/name` of the parent (empty for `info`).
+    pub parent: String,
+    /// What happened.
+    pub kind: CallErrorKind,
+}
+
+/// What made a call fail.
+#[derive(Debug, thiserror::Error)]
+pub enum CallErrorKind {
+    /// The call ran past its deadline and was interrupted.
+    #[error("deadline of {} ms exceeded", .0.as_millis())]
+    Deadline(Duration),
+    /// The plugin tried to grow its memory past the cap.
+    #[error("memory limit of {limit} bytes exceeded")]
+    MemoryLimit {
+        /// The cap in bytes.
+        limit: usize,
+    },
+    /// The plugin logged (or printed) more than its per-call budget.
+    #[error("log limit of {limit} bytes per call exceeded")]
+    LogLimit {
+        /// The budget in bytes.
+        limit: usize,
+    },
+    /// The plugin trapped: a panic, a stack overflow, an unreachable instruction.
+    #[error("trapped: {message}")]
+    Trap {
+        /// The trap and the guest's last stderr output (a panic message).
+        message: String,
+    },
+    /// The response is larger than allowed.
+    #[error("response of {bytes} bytes exceeds the limit of {limit} bytes")]
+    ResponseTooLarge {
+        /// Its size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The response has more children than allowed.
+    #[error("{count} children exceed the limit of {limit}")]
+    TooManyChildren {
+        /// How many.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Something in the response breaks the contract.
+    #[error("invalid response at {path}: {reason}")]
+    InvalidResponse {
+        /// Where, e.g. `children[2].metadata.namespace`.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The plugin reported an error of its own.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// The host failed to set up the call (a bug or exhaustion of the instance pool).
+    #[error("host error: {0}")]
+    Host(String),
+}
+
+impl CallErrorKind {
+    /// A short stable label for metrics and conditions (`deadline`, `memory`, `trap`, ...).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Deadline(_) => "deadline",
+            Self::MemoryLimit { .. } => "memory",
+            Self::LogLimit { .. } => "log",
+            Self::Trap { .. } => "trap",
+            Self::ResponseTooLarge { .. } => "response_too_large",
+            Self::TooManyChildren { .. } => "too_many_children",
+            Self::InvalidResponse { .. } => "invalid_response",
+            Self::Plugin(PluginError::Transient(_)) => "transient",
+            Self::Plugin(PluginError::Permanent(_)) => "permanent",
+            Self::Host(_) => "host",
+        }
+    }
+
+    /// Whether retrying the same input can succeed. Limits, traps and invalid responses are
+    /// properties of the plugin and the input; only transient and host errors are worth a retry
+    /// with backoff. (The control loop still retries with backoff, so a plugin fixed by an
+    /// upgrade recovers.)
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Self::Plugin(PluginError::Permanent(_)))
+    }
+}

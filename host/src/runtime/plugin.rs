@@ -1,0 +1,376 @@
+//! A loaded plugin: compiled once, type-checked once (`InstancePre`), and called in a fresh
+//! instance every time.
+//!
+//! Fresh instances are made ahead of need: a small per-plugin pool is kept full by a background
+//! thread, so the hot path only takes a pristine instance, calls it and drops it. Each instance
+//! serves exactly one call and is never returned to the pool.
+
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmtime::{Store, Trap};
+
+use super::bindings::v0_1::{Reconciler, ReconcilerPre, types};
+use super::cache::{Provenance, sha256_hex};
+use super::engine::{EPOCH_TICK, Runtime};
+use super::error::{CallError, CallErrorKind, LoadError};
+use super::limits::Limits;
+use super::reads::{ObjectReader, Read};
+use super::state::State;
+use super::validate::{check_info, validate};
+use crate::model::{KindRef, PluginError, PluginInfo, ReconcileRequest, object_ref};
+
+/// The contract versions this host implements.
+pub const SUPPORTED_CONTRACTS: &str = "reconhost:plugin@0.1.x";
+
+/// How many pristine instances each plugin keeps ready. Two cover a burst of back-to-back
+/// calls from one worker while the refill thread catches up; more only hold memory.
+const WARM_INSTANCES: usize = 2;
+
+/// A plugin ready to be called. Cheap to clone.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    prepared: Arc<Prepared>,
+    /// Pristine instances made by the refill thread. Dropping the receiver stops the thread.
+    warm: Mutex<Receiver<Warm>>,
+    /// How the component was obtained on load.
+    provenance: Provenance,
+}
+
+/// What it takes to make an instance; shared with the refill thread.
+struct Prepared {
+    runtime: Runtime,
+    pre: ReconcilerPre<State>,
+    info: PluginInfo,
+    name: Arc<str>,
+    reads: Arc<[KindRef]>,
+    limits: Limits,
+    digest: String,
+}
+
+/// An instance that has never been called.
+struct Warm {
+    store: Store<State>,
+    bindings: Reconciler,
+}
+
+/// A successful call.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The validated desired state.
+    pub desired: crate::model::Desired,
+    /// What the call read through `get` and `list`.
+    pub reads: Vec<Read>,
+    /// The largest linear memory the instance reached, in bytes.
+    pub memory_peak: usize,
+    /// Time in the plugin, including validation.
+    pub elapsed: Duration,
+}
+
+impl Plugin {
+    /// Compiles (or loads from the cache), type-checks and describes a component.
+    /// `origin` names it in errors (a path or a resource name).
+    pub fn load(
+        runtime: &Runtime,
+        origin: &str,
+        bytes: &[u8],
+        limits: Limits,
+    ) -> Result<Self, LoadError> {
+        let digest = sha256_hex(bytes);
+        let (component, provenance) =
+            runtime
+                .cache
+                .load_or_compile(&runtime.engine, origin, &digest, bytes)?;
+        check_contract(runtime, origin, &component)?;
+        let not_reconciler = |e: wasmtime::Error| LoadError::NotAReconciler {
+            origin: origin.to_owned(),
+            message: format!("{e:#}"),
+        };
+        let pre = runtime
+            .linker
+            .instantiate_pre(&component)
+            .map_err(not_reconciler)?;
+        let pre = ReconcilerPre::new(pre).map_err(not_reconciler)?;
+        let mut prepared = Prepared {
+            runtime: runtime.clone(),
+            pre,
+            info: PluginInfo {
+                name: String::new(),
+                version: String::new(),
+                parent: KindRef::new("", ""),
+                children: vec![],
+                reads: vec![],
+                finalizer: false,
+            },
+            name: Arc::from(origin),
+            reads: Arc::from(Vec::new()),
+            limits,
+            digest,
+        };
+        let info = prepared.call_info().map_err(|e| LoadError::Info {
+            origin: origin.to_owned(),
+            source: Box::new(e),
+        })?;
+        check_info(&info).map_err(|(field, reason)| LoadError::InvalidInfo {
+            origin: origin.to_owned(),
+            field,
+            reason,
+        })?;
+        prepared.name = Arc::from(info.name.as_str());
+        prepared.reads = Arc::from(info.reads.clone());
+        prepared.info = info;
+        let prepared = Arc::new(prepared);
+        let (tx, rx) = sync_channel(WARM_INSTANCES);
+        spawn_refill(prepared.clone(), tx);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                prepared,
+                warm: Mutex::new(rx),
+                provenance,
+            }),
+        })
+    }
+
+    /// What the plugin declared.
+    pub fn info(&self) -> &PluginInfo {
+        &self.inner.prepared.info
+    }
+
+    /// The component's sha256.
+    pub fn digest(&self) -> &str {
+        &self.inner.prepared.digest
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.prepared.limits
+    }
+
+    /// Whether the compiled code came from the cache.
+    pub fn provenance(&self) -> Provenance {
+        self.inner.provenance
+    }
+
+    /// Runs one reconcile in a pristine instance. Blocks the calling thread for at most the
+    /// deadline (plus one tick); call it from a blocking-friendly thread.
+    pub fn reconcile(
+        &self,
+        request: &ReconcileRequest,
+        reader: Arc<dyn ObjectReader>,
+    ) -> Result<Outcome, CallError> {
+        let prepared = &self.inner.prepared;
+        let parent = object_ref(&request.parent);
+        let fail = |kind| CallError {
+            plugin: prepared.info.name.clone(),
+            parent: parent.clone(),
+            kind,
+        };
+        let start = Instant::now();
+        let warm = self
+            .inner
+            .warm
+            .lock()
+            .ok()
+            .and_then(|rx| rx.try_recv().ok());
+        let Warm {
+            mut store,
+            bindings,
+        } = match warm {
+            Some(w) => w,
+            None => prepared.instantiate().map_err(fail)?,
+        };
+        store.data_mut().reader = reader;
+        store.data_mut().parent = parent.clone();
+        store.set_epoch_deadline(deadline_ticks(prepared.limits.deadline));
+        let wit_request = types::Request {
+            parent: request.parent.to_string(),
+            children: request.children.iter().map(Value::to_string).collect(),
+            config: request.config.to_string(),
+            finalizing: request.finalizing,
+        };
+        let result = bindings.call_reconcile(&mut store, &wit_request);
+        forward_output(&store, &prepared.name, &parent);
+        let response = match result {
+            Ok(Ok(response)) => response,
+            Ok(Err(types::Error::Transient(m))) => {
+                return Err(fail(PluginError::Transient(m).into()));
+            }
+            Ok(Err(types::Error::Permanent(m))) => {
+                return Err(fail(PluginError::Permanent(m).into()));
+            }
+            Err(e) => return Err(fail(classify(&e, &store, &prepared.limits))),
+        };
+        let desired =
+            validate(&prepared.info, &request.parent, response, &prepared.limits).map_err(fail)?;
+        let state = store.data_mut();
+        Ok(Outcome {
+            desired,
+            reads: std::mem::take(&mut state.reads),
+            memory_peak: state.memory.peak,
+            elapsed: start.elapsed(),
+        })
+    }
+}
+
+impl Prepared {
+    fn instantiate(&self) -> Result<Warm, CallErrorKind> {
+        let state = State::new(self.name.clone(), self.reads.clone(), &self.limits);
+        let mut store = Store::new(&self.runtime.engine, state);
+        store.limiter(|s| &mut s.memory);
+        // Instantiation runs guest start-up code, which is as untrusted as the rest.
+        store.set_epoch_deadline(deadline_ticks(self.limits.deadline));
+        store.epoch_deadline_trap();
+        match self.pre.instantiate(&mut store) {
+            Ok(bindings) => Ok(Warm { store, bindings }),
+            Err(e) => Err(classify(&e, &store, &self.limits)),
+        }
+    }
+
+    fn call_info(&self) -> Result<PluginInfo, CallError> {
+        let fail = |kind| CallError {
+            plugin: self.name.to_string(),
+            parent: String::new(),
+            kind,
+        };
+        let Warm {
+            mut store,
+            bindings,
+        } = self.instantiate().map_err(fail)?;
+        let result = bindings.call_info(&mut store);
+        forward_output(&store, &self.name, "");
+        let info = result.map_err(|e| fail(classify(&e, &store, &self.limits)))?;
+        let kind = |k: types::KindRef| KindRef {
+            api_version: k.api_version,
+            kind: k.kind,
+        };
+        Ok(PluginInfo {
+            name: info.name,
+            version: info.version,
+            parent: kind(info.parent),
+            children: info.children.into_iter().map(kind).collect(),
+            reads: info.reads.into_iter().map(kind).collect(),
+            finalizer: info.finalizer,
+        })
+    }
+}
+
+/// Keeps the warm pool full until the plugin is dropped.
+fn spawn_refill(prepared: Arc<Prepared>, tx: SyncSender<Warm>) {
+    let name = format!("reconhost-warm-{}", prepared.info.name);
+    let spawned = std::thread::Builder::new().name(name).spawn(move || {
+        loop {
+            match prepared.instantiate() {
+                Ok(warm) => {
+                    if tx.send(warm).is_err() {
+                        return; // the plugin was dropped
+                    }
+                }
+                Err(e) => {
+                    // The call path will instantiate inline and report the error on the parent.
+                    tracing::warn!(plugin = %prepared.info.name, error = %e, "pre-instantiating failed");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no refill thread; every call instantiates inline");
+    }
+}
+
+fn deadline_ticks(deadline: Duration) -> u64 {
+    // One extra tick: the ticker may fire right after the deadline is set.
+    deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64 + 1
+}
+
+/// Turns a wasmtime error from a call into the reason an operator can act on.
+fn classify(e: &wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallErrorKind {
+    let state = store.data();
+    let pipe_full = |p: &wasmtime_wasi::p2::pipe::MemoryOutputPipe| {
+        p.contents().len() + 1024 > limits.log_bytes
+    };
+    let chain = format!("{e:#}");
+    // A full stdout or stderr pipe surfaces in the guest as a failed write (Rust's println!
+    // then panics), so the pipe's fill level, not the trap, tells that output was the cause.
+    if state.log_exceeded || pipe_full(&state.stdout) || pipe_full(&state.stderr) {
+        return CallErrorKind::LogLimit {
+            limit: limits.log_bytes,
+        };
+    }
+    let trap = e.downcast_ref::<Trap>();
+    if trap == Some(&Trap::Interrupt) {
+        return CallErrorKind::Deadline(limits.deadline);
+    }
+    if state.memory.denied {
+        return CallErrorKind::MemoryLimit {
+            limit: limits.memory,
+        };
+    }
+    let what = match trap {
+        Some(Trap::StackOverflow) => "stack overflow (the wasm call stack is exhausted)".to_owned(),
+        Some(t) => t.to_string(),
+        None => chain.lines().next().unwrap_or("").to_owned(),
+    };
+    let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
+    let tail: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = tail[tail.len().saturating_sub(3)..].join(" | ");
+    let message = if tail.is_empty() {
+        what
+    } else {
+        format!("{what}; plugin stderr: {tail}")
+    };
+    CallErrorKind::Trap { message }
+}
+
+/// Sends what the plugin printed to the host's log, one event per line.
+fn forward_output(store: &Store<State>, plugin: &str, parent: &str) {
+    let state = store.data();
+    for line in String::from_utf8_lossy(&state.stdout.contents())
+        .lines()
+        .filter(|l| !l.is_empty())
+    {
+        tracing::info!(plugin, parent, stream = "stdout", "{line}");
+    }
+    for line in String::from_utf8_lossy(&state.stderr.contents())
+        .lines()
+        .filter(|l| !l.is_empty())
+    {
+        tracing::warn!(plugin, parent, stream = "stderr", "{line}");
+    }
+}
+
+/// Rejects a component built against a contract version the host does not implement, before
+/// linking would fail with a less helpful message.
+fn check_contract(
+    runtime: &Runtime,
+    origin: &str,
+    component: &wasmtime::component::Component,
+) -> Result<(), LoadError> {
+    let ty = component.component_type();
+    for (name, _) in ty.imports(&runtime.engine) {
+        if let Some(rest) = name.strip_prefix("reconhost:plugin/") {
+            let version = rest.split_once('@').map_or("", |(_, v)| v);
+            if !version.starts_with("0.1.") {
+                return Err(LoadError::UnsupportedContract {
+                    origin: origin.to_owned(),
+                    found: format!(
+                        "reconhost:plugin@{}",
+                        if version.is_empty() {
+                            "<unversioned>"
+                        } else {
+                            version
+                        }
+                    ),
+                    supported: SUPPORTED_CONTRACTS,
+                });
+            }
+        }
+    }
+    Ok(())
+}

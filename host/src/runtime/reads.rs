@@ -1,0 +1,95 @@
+//! Reads a plugin makes through `host.get` and `host.list`: where they are answered from, and
+//! the record of what was read, which the control loop turns into dependency tracking.
+
+use serde_json::Value;
+
+use crate::model::KindRef;
+use crate::selector::Selector;
+
+/// Answers a plugin's reads. The live host answers from its informer caches; `render` answers
+/// from files. Implementations must not block on the network: a read is part of a call that
+/// runs under a deadline.
+pub trait ObjectReader: Send + Sync {
+    /// One object by kind, namespace (empty for cluster-scoped) and name.
+    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<Value>;
+    /// Objects of a kind in a namespace (empty: all) matching the selector.
+    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<Value>;
+}
+
+/// A reader with nothing in it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoObjects;
+
+impl ObjectReader for NoObjects {
+    fn get(&self, _: &KindRef, _: &str, _: &str) -> Option<Value> {
+        None
+    }
+    fn list(&self, _: &KindRef, _: &str, _: &Selector) -> Vec<Value> {
+        Vec::new()
+    }
+}
+
+/// An in-memory set of objects: what `render` reads from `--related` files, and what tests use.
+#[derive(Debug, Default, Clone)]
+pub struct StaticObjects {
+    objects: Vec<Value>,
+}
+
+impl StaticObjects {
+    /// A reader over these objects.
+    pub fn new(objects: Vec<Value>) -> Self {
+        Self { objects }
+    }
+
+    fn of_kind<'a>(
+        &'a self,
+        kind: &'a KindRef,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = &'a Value> + 'a {
+        self.objects.iter().filter(move |o| {
+            kind.matches(
+                o["apiVersion"].as_str().unwrap_or(""),
+                o["kind"].as_str().unwrap_or(""),
+            ) && (namespace.is_empty()
+                || o["metadata"]["namespace"].as_str().unwrap_or("") == namespace)
+        })
+    }
+}
+
+impl ObjectReader for StaticObjects {
+    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<Value> {
+        self.of_kind(kind, namespace)
+            .find(|o| o["metadata"]["name"] == name)
+            .cloned()
+    }
+    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<Value> {
+        self.of_kind(kind, namespace)
+            .filter(|o| selector.matches_object(o))
+            .cloned()
+            .collect()
+    }
+}
+
+/// One read a call made. A change to what a read would now return is a reason to reconcile the
+/// parent again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Read {
+    /// `get(kind, namespace, name)`, whether or not the object existed.
+    Get {
+        /// The kind read.
+        kind: KindRef,
+        /// Namespace, empty for cluster-scoped.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// `list(kind, namespace, selector)`.
+    List {
+        /// The kind listed.
+        kind: KindRef,
+        /// Namespace, empty for all.
+        namespace: String,
+        /// The selector as the plugin wrote it.
+        selector: String,
+    },
+}

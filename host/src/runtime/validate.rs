@@ -1,0 +1,370 @@
+//! Checks a plugin's response before anything uses it, and converts it into the host's
+//! [`Desired`]. Every rejection names the JSON path of the offending value.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::bindings::v0_1::types;
+use super::error::CallErrorKind;
+use super::limits::Limits;
+use crate::model::{Condition, ConditionStatus, Desired, Event, EventType, PluginInfo};
+
+fn invalid(path: impl Into<String>, reason: impl Into<String>) -> CallErrorKind {
+    CallErrorKind::InvalidResponse {
+        path: path.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Size of everything in a response, in bytes, for the response-size limit.
+fn response_size(r: &types::Response) -> usize {
+    r.children.iter().map(String::len).sum::<usize>()
+        + r.status.as_ref().map_or(0, String::len)
+        + r.conditions
+            .iter()
+            .map(|c| c.type_.len() + c.reason.len() + c.message.len())
+            .sum::<usize>()
+        + r.events
+            .iter()
+            .map(|e| e.reason.len() + e.message.len())
+            .sum::<usize>()
+}
+
+/// Validates `response` for a call on `parent` by the plugin described by `info`.
+pub fn validate(
+    info: &PluginInfo,
+    parent: &Value,
+    response: types::Response,
+    limits: &Limits,
+) -> Result<Desired, CallErrorKind> {
+    let bytes = response_size(&response);
+    if bytes > limits.response_bytes {
+        return Err(CallErrorKind::ResponseTooLarge {
+            bytes,
+            limit: limits.response_bytes,
+        });
+    }
+    if response.children.len() > limits.children {
+        return Err(CallErrorKind::TooManyChildren {
+            count: response.children.len(),
+            limit: limits.children,
+        });
+    }
+    let parent_ns = parent["metadata"]["namespace"].as_str().unwrap_or("");
+    let mut seen = HashSet::new();
+    let mut children = Vec::with_capacity(response.children.len());
+    for (i, text) in response.children.iter().enumerate() {
+        let child = validate_child(info, parent_ns, &format!("children[{i}]"), text)?;
+        let key = (
+            child["apiVersion"]
+                .as_str()
+                .unwrap_or("")
+                .split_once('/')
+                .map_or("", |(g, _)| g)
+                .to_owned(),
+            child["kind"].as_str().unwrap_or("").to_owned(),
+            child["metadata"]["name"].as_str().unwrap_or("").to_owned(),
+        );
+        if !seen.insert(key.clone()) {
+            return Err(invalid(
+                format!("children[{i}]"),
+                format!("duplicate child {} {}", key.1, key.2),
+            ));
+        }
+        children.push(child);
+    }
+    let status = match &response.status {
+        None => None,
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) => Some(v),
+            Ok(_) => return Err(invalid("status", "must be a JSON object")),
+            Err(e) => return Err(invalid("status", format!("not JSON: {e}"))),
+        },
+    };
+    let mut types_seen = HashSet::new();
+    let mut conditions = Vec::with_capacity(response.conditions.len());
+    for (i, c) in response.conditions.into_iter().enumerate() {
+        if c.type_.is_empty() {
+            return Err(invalid(
+                format!("conditions[{i}].type"),
+                "must not be empty",
+            ));
+        }
+        if !types_seen.insert(c.type_.clone()) {
+            return Err(invalid(
+                format!("conditions[{i}].type"),
+                format!("duplicate condition type {:?}", c.type_),
+            ));
+        }
+        let status = match c.status {
+            types::ConditionStatus::True => ConditionStatus::True,
+            types::ConditionStatus::False => ConditionStatus::False,
+            types::ConditionStatus::Unknown => ConditionStatus::Unknown,
+        };
+        conditions.push(Condition {
+            type_: c.type_,
+            status,
+            reason: c.reason,
+            message: c.message,
+        });
+    }
+    let mut events = Vec::with_capacity(response.events.len());
+    for (i, e) in response.events.into_iter().enumerate() {
+        if e.reason.is_empty() {
+            return Err(invalid(format!("events[{i}].reason"), "must not be empty"));
+        }
+        let type_ = match e.type_ {
+            types::EventType::Normal => EventType::Normal,
+            types::EventType::Warning => EventType::Warning,
+        };
+        events.push(Event {
+            type_,
+            reason: e.reason,
+            message: e.message,
+        });
+    }
+    Ok(Desired {
+        children,
+        status,
+        conditions,
+        events,
+        requeue_after: response.requeue_after_ms.map(Duration::from_millis),
+        finalized: response.finalized,
+    })
+}
+
+fn validate_child(
+    info: &PluginInfo,
+    parent_ns: &str,
+    path: &str,
+    text: &str,
+) -> Result<Value, CallErrorKind> {
+    let child: Value =
+        serde_json::from_str(text).map_err(|e| invalid(path, format!("not JSON: {e}")))?;
+    let Value::Object(map) = &child else {
+        return Err(invalid(path, "must be a JSON object"));
+    };
+    let api_version = map
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let api_version =
+        api_version.ok_or_else(|| invalid(format!("{path}.apiVersion"), "required string"))?;
+    let kind = map
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let kind = kind.ok_or_else(|| invalid(format!("{path}.kind"), "required string"))?;
+    if !info.children.iter().any(|k| k.matches(api_version, kind)) {
+        let declared: Vec<String> = info.children.iter().map(ToString::to_string).collect();
+        return Err(invalid(
+            format!("{path}.kind"),
+            format!(
+                "{api_version}/{kind} is not a declared child kind (declared: {})",
+                declared.join(", ")
+            ),
+        ));
+    }
+    let meta = map
+        .get("metadata")
+        .and_then(Value::as_object)
+        .ok_or_else(|| invalid(format!("{path}.metadata"), "required object"))?;
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
+    if let Err(reason) = check_name(name) {
+        return Err(invalid(format!("{path}.metadata.name"), reason));
+    }
+    if let Some(ns) = meta.get("namespace") {
+        let ns = ns.as_str().unwrap_or("<not a string>");
+        if ns != parent_ns {
+            return Err(invalid(
+                format!("{path}.metadata.namespace"),
+                format!(
+                    "child in namespace {ns:?}, but children must stay in the parent's namespace {parent_ns:?}"
+                ),
+            ));
+        }
+    }
+    if meta.contains_key("ownerReferences") {
+        return Err(invalid(
+            format!("{path}.metadata.ownerReferences"),
+            "ownerReferences are set by the host, never by the plugin",
+        ));
+    }
+    if meta.contains_key("generateName") {
+        return Err(invalid(
+            format!("{path}.metadata.generateName"),
+            "children need a fixed name so the host can find them again",
+        ));
+    }
+    Ok(child)
+}
+
+/// A DNS subdomain (RFC 1123), as Kubernetes requires of most object names.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("required string".into());
+    }
+    if name.len() > 253 {
+        return Err(format!("{} characters, at most 253 allowed", name.len()));
+    }
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    let ok_ends = name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok_chars && ok_ends {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a valid name (lower-case letters, digits, '-' and '.')"
+        ))
+    }
+}
+
+/// Checks what `info()` returned.
+pub fn check_info(info: &PluginInfo) -> Result<(), (&'static str, String)> {
+    let label = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    if !label(&info.name) {
+        return Err(("name", format!("{:?} is not a DNS label", info.name)));
+    }
+    let kinds = std::iter::once(("parent", &info.parent))
+        .chain(info.children.iter().map(|k| ("children", k)))
+        .chain(info.reads.iter().map(|k| ("reads", k)));
+    for (field, k) in kinds {
+        if k.api_version.is_empty() || k.kind.is_empty() {
+            return Err((field, format!("kind {k} needs both apiVersion and kind")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::KindRef;
+    use serde_json::json;
+
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "webapp".into(),
+            version: "0.1.0".into(),
+            parent: KindRef::new("examples.reconhost.dev/v1alpha1", "WebApp"),
+            children: vec![
+                KindRef::new("apps/v1", "Deployment"),
+                KindRef::new("v1", "Service"),
+            ],
+            reads: vec![],
+            finalizer: false,
+        }
+    }
+
+    fn response(children: Vec<Value>) -> types::Response {
+        types::Response {
+            children: children.iter().map(Value::to_string).collect(),
+            status: None,
+            conditions: vec![],
+            events: vec![],
+            requeue_after_ms: None,
+            finalized: false,
+        }
+    }
+
+    fn parent() -> Value {
+        json!({"metadata": {"name": "web", "namespace": "team-a"}})
+    }
+
+    fn err_path(children: Vec<Value>) -> String {
+        match validate(&info(), &parent(), response(children), &Limits::default()) {
+            Err(CallErrorKind::InvalidResponse { path, .. }) => path,
+            other => panic!("expected an invalid response, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_children_should_pass_unchanged() {
+        let child =
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}});
+        let desired = validate(
+            &info(),
+            &parent(),
+            response(vec![child.clone()]),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(desired.children, vec![child]);
+    }
+
+    #[test]
+    fn child_rules_should_be_enforced_with_the_json_path() {
+        let d =
+            |meta: Value| json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta});
+        assert_eq!(
+            err_path(vec![d(json!({"name": "web", "namespace": "other"}))]),
+            "children[0].metadata.namespace"
+        );
+        assert_eq!(
+            err_path(vec![d(json!({"name": "web", "ownerReferences": []}))]),
+            "children[0].metadata.ownerReferences"
+        );
+        assert_eq!(
+            err_path(vec![d(json!({"name": "Web_1"}))]),
+            "children[0].metadata.name"
+        );
+        assert_eq!(err_path(vec![d(json!({}))]), "children[0].metadata.name");
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
+        assert_eq!(
+            err_path(vec![d(json!({"name": "a"})), secret]),
+            "children[1].kind"
+        );
+        assert_eq!(
+            err_path(vec![d(json!({"name": "a"})), d(json!({"name": "a"}))]),
+            "children[1]"
+        );
+        assert_eq!(err_path(vec![json!([1, 2])]), "children[0]");
+    }
+
+    #[test]
+    fn same_namespace_child_should_be_accepted() {
+        let child = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "team-a"}});
+        assert!(
+            validate(
+                &info(),
+                &parent(),
+                response(vec![child]),
+                &Limits::default()
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn size_and_count_limits_should_apply() {
+        let child = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}});
+        let limits = Limits::default().response_bytes(10);
+        assert!(matches!(
+            validate(&info(), &parent(), response(vec![child.clone()]), &limits),
+            Err(CallErrorKind::ResponseTooLarge { limit: 10, .. })
+        ));
+        let limits = Limits::default().children(0);
+        assert!(matches!(
+            validate(&info(), &parent(), response(vec![child]), &limits),
+            Err(CallErrorKind::TooManyChildren { count: 1, limit: 0 })
+        ));
+    }
+
+    #[test]
+    fn status_must_be_an_object() {
+        let mut r = response(vec![]);
+        r.status = Some("[1]".into());
+        assert!(
+            matches!(validate(&info(), &parent(), r, &Limits::default()), Err(CallErrorKind::InvalidResponse { path, .. }) if path == "status")
+        );
+    }
+}

@@ -1,0 +1,236 @@
+//! Kubernetes label selectors (`app=web,tier!=db,env in (a,b),!legacy`), parsed once and
+//! matched against an object's labels. Used to answer a plugin's `list` from a cache.
+
+use std::collections::BTreeMap;
+
+/// One requirement of a selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Requirement {
+    /// `key=value` or `key==value`.
+    Equals(String, String),
+    /// `key!=value`: true also when the key is absent, as in Kubernetes.
+    NotEquals(String, String),
+    /// `key in (a,b)`.
+    In(String, Vec<String>),
+    /// `key notin (a,b)`: true also when the key is absent.
+    NotIn(String, Vec<String>),
+    /// `key`.
+    Exists(String),
+    /// `!key`.
+    DoesNotExist(String),
+}
+
+/// A parsed label selector; the empty selector matches everything.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selector {
+    requirements: Vec<Requirement>,
+}
+
+/// A selector that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid label selector {selector:?}: {reason}")]
+pub struct SelectorError {
+    /// The selector as given.
+    pub selector: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl Selector {
+    /// Parses Kubernetes selector syntax.
+    pub fn parse(text: &str) -> Result<Self, SelectorError> {
+        let err = |reason: &str| SelectorError {
+            selector: text.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let mut requirements = Vec::new();
+        for part in split_top_level(text).map_err(|r| err(&r))? {
+            let part = part.trim();
+            if part.is_empty() {
+                if text.trim().is_empty() {
+                    continue;
+                }
+                return Err(err("empty requirement"));
+            }
+            let requirement = if let Some(key) = part.strip_prefix('!') {
+                Requirement::DoesNotExist(key_of(key).map_err(|r| err(&r))?)
+            } else if let Some((key, values)) = split_set(part, " notin ") {
+                Requirement::NotIn(
+                    key_of(key).map_err(|r| err(&r))?,
+                    values.map_err(|r| err(&r))?,
+                )
+            } else if let Some((key, values)) = split_set(part, " in ") {
+                Requirement::In(
+                    key_of(key).map_err(|r| err(&r))?,
+                    values.map_err(|r| err(&r))?,
+                )
+            } else if let Some((key, value)) = part.split_once("!=") {
+                Requirement::NotEquals(
+                    key_of(key).map_err(|r| err(&r))?,
+                    value_of(value).map_err(|r| err(&r))?,
+                )
+            } else if let Some((key, value)) =
+                part.split_once("==").or_else(|| part.split_once('='))
+            {
+                Requirement::Equals(
+                    key_of(key).map_err(|r| err(&r))?,
+                    value_of(value).map_err(|r| err(&r))?,
+                )
+            } else {
+                Requirement::Exists(key_of(part).map_err(|r| err(&r))?)
+            };
+            requirements.push(requirement);
+        }
+        Ok(Self { requirements })
+    }
+
+    /// Whether labels satisfy every requirement.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.requirements.iter().all(|r| match r {
+            Requirement::Equals(k, v) => labels.get(k) == Some(v),
+            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            Requirement::In(k, vs) => labels.get(k).is_some_and(|l| vs.contains(l)),
+            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|l| !vs.contains(l)),
+            Requirement::Exists(k) => labels.contains_key(k),
+            Requirement::DoesNotExist(k) => !labels.contains_key(k),
+        })
+    }
+
+    /// Whether a JSON object's `metadata.labels` satisfy the selector.
+    pub fn matches_object(&self, object: &serde_json::Value) -> bool {
+        let labels = object["metadata"]["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.matches(&labels)
+    }
+}
+
+/// Splits on commas that are not inside parentheses.
+fn split_top_level(text: &str) -> Result<Vec<&str>, String> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return Err("unbalanced ')'".into());
+        }
+    }
+    if depth != 0 {
+        return Err("unbalanced '('".into());
+    }
+    parts.push(&text[start..]);
+    Ok(parts)
+}
+
+fn split_set<'a>(part: &'a str, op: &str) -> Option<(&'a str, Result<Vec<String>, String>)> {
+    let (key, rest) = part.split_once(op)?;
+    let rest = rest.trim();
+    let values = rest
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| format!("expected a parenthesised list after {}", op.trim()))
+        .and_then(|inner| inner.split(',').map(value_of).collect());
+    Some((key, values))
+}
+
+fn key_of(key: &str) -> Result<String, String> {
+    let key = key.trim();
+    let valid = !key.is_empty()
+        && key.len() <= 317
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
+    if valid {
+        Ok(key.to_owned())
+    } else {
+        Err(format!("invalid label key {key:?}"))
+    }
+}
+
+fn value_of(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    let valid = value.len() <= 63
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if valid {
+        Ok(value.to_owned())
+    } else {
+        Err(format!("invalid label value {value:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn empty_selector_should_match_everything() {
+        assert!(Selector::parse("").unwrap().matches(&labels(&[])));
+        assert!(
+            Selector::parse("  ")
+                .unwrap()
+                .matches(&labels(&[("a", "b")]))
+        );
+    }
+
+    #[test]
+    fn equality_requirements_should_match_as_kubernetes_does() {
+        let s = Selector::parse("app=web,tier!=db").unwrap();
+        assert!(
+            s.matches(&labels(&[("app", "web")])),
+            "!= holds when the key is absent"
+        );
+        assert!(s.matches(&labels(&[("app", "web"), ("tier", "fe")])));
+        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "db")])));
+        assert!(!s.matches(&labels(&[("app", "api")])));
+        assert!(
+            Selector::parse("app==web")
+                .unwrap()
+                .matches(&labels(&[("app", "web")]))
+        );
+    }
+
+    #[test]
+    fn set_and_existence_requirements_should_match() {
+        let s = Selector::parse("env in (prod, staging),track notin (canary),app,!legacy").unwrap();
+        assert!(s.matches(&labels(&[("env", "prod"), ("app", "x")])));
+        assert!(!s.matches(&labels(&[("env", "dev"), ("app", "x")])));
+        assert!(!s.matches(&labels(&[
+            ("env", "prod"),
+            ("app", "x"),
+            ("track", "canary")
+        ])));
+        assert!(!s.matches(&labels(&[("env", "prod")])), "app must exist");
+        assert!(!s.matches(&labels(&[("env", "prod"), ("app", "x"), ("legacy", "")])));
+    }
+
+    #[test]
+    fn malformed_selectors_should_be_rejected_with_the_cause() {
+        for bad in ["app in prod", "a=(b", "=x", "a,,b", "app=we b"] {
+            let err = Selector::parse(bad).expect_err(bad);
+            assert_eq!(err.selector, bad);
+            assert!(!err.reason.is_empty());
+        }
+    }
+}

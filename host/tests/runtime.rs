@@ -1,0 +1,416 @@
+//! The plugin runtime against real components: the examples behave, every adversarial test
+//! plugin is contained with the right typed error, and the runtime keeps serving afterwards.
+//!
+//! The components are built by `make plugins` (scripts/build-plugins.sh) into
+//! `<target>/plugins/<name>.wasm`. Every crate under plugins/test-plugins must be used here:
+//! `every_test_plugin_should_have_a_test` fails otherwise.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use reconhost::model::{KindRef, PluginError, ReconcileRequest};
+use reconhost::runtime::{
+    CallErrorKind, Limits, LoadError, NoObjects, Plugin, Provenance, Read, Runtime, RuntimeConfig,
+    StaticObjects,
+};
+use serde_json::json;
+
+fn plugin_dir() -> PathBuf {
+    std::env::var_os("RECONHOST_PLUGIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target"))
+                });
+            target.join("plugins")
+        })
+}
+
+fn wasm(name: &str) -> Vec<u8> {
+    let path = plugin_dir().join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the plugins with `make plugins`",
+            path.display()
+        )
+    })
+}
+
+/// One runtime per test process, with its own compiled-code cache.
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<(Runtime, PathBuf)> = OnceLock::new();
+    &RUNTIME
+        .get_or_init(|| {
+            let dir =
+                std::env::temp_dir().join(format!("reconhost-runtime-test-{}", std::process::id()));
+            let config = RuntimeConfig {
+                cache_dir: dir.clone(),
+                ..RuntimeConfig::default()
+            };
+            (Runtime::new(config).expect("engine"), dir)
+        })
+        .0
+}
+
+fn load(name: &str, limits: Limits) -> Plugin {
+    Plugin::load(runtime(), name, &wasm(name), limits)
+        .unwrap_or_else(|e| panic!("loading {name}: {e}"))
+}
+
+fn widget(name: &str) -> ReconcileRequest {
+    ReconcileRequest {
+        parent: json!({"apiVersion": "test.reconhost.dev/v1", "kind": "Widget",
+                       "metadata": {"name": name, "namespace": "team-a", "uid": "u-1", "generation": 1}}),
+        children: vec![],
+        config: json!({}),
+        finalizing: false,
+    }
+}
+
+fn call(
+    plugin: &Plugin,
+    request: &ReconcileRequest,
+) -> Result<reconhost::runtime::Outcome, CallErrorKind> {
+    plugin.reconcile(request, Arc::new(NoObjects)).map_err(|e| {
+        assert_eq!(e.plugin, plugin.info().name, "the error names the plugin");
+        assert_eq!(
+            e.parent,
+            "team-a/".to_owned() + request.parent["metadata"]["name"].as_str().unwrap(),
+            "and the parent"
+        );
+        e.kind
+    })
+}
+
+/// A well-behaved plugin still works: the runtime was not damaged by what came before.
+fn assert_runtime_healthy() {
+    let good = load("runtime-state-leak", Limits::default());
+    let outcome = call(&good, &widget("after")).expect("a good plugin keeps working");
+    assert_eq!(outcome.desired.status, Some(json!({"callsBefore": 0})));
+}
+
+/// Runs a misbehaving plugin twice (the second call must fail the same way, not worse) and checks
+/// that the runtime still serves a good plugin.
+fn contained(name: &str, limits: Limits) -> CallErrorKind {
+    let plugin = load(name, limits.clone());
+    let start = Instant::now();
+    let first = call(&plugin, &widget("w")).expect_err("the call must fail");
+    // A bound, not a measurement: a deadline that did not fire would hang far longer.
+    assert!(
+        start.elapsed() < limits.deadline + Duration::from_secs(5),
+        "{name} was not stopped promptly: {:?}",
+        start.elapsed()
+    );
+    let second = call(&plugin, &widget("w")).expect_err("and fail again");
+    assert_eq!(
+        first.label(),
+        second.label(),
+        "{name}: {first} then {second}"
+    );
+    assert_runtime_healthy();
+    first
+}
+
+fn short() -> Limits {
+    Limits::default().deadline(Duration::from_millis(300))
+}
+
+#[test]
+fn infinite_loop_should_hit_the_deadline() {
+    let err = contained("runtime-loop", short());
+    assert!(
+        matches!(err, CallErrorKind::Deadline(d) if d == Duration::from_millis(300)),
+        "{err}"
+    );
+}
+
+#[test]
+fn unbounded_allocation_should_hit_the_memory_limit() {
+    let err = contained("runtime-alloc", short().memory(16 << 20));
+    assert!(
+        matches!(err, CallErrorKind::MemoryLimit { limit } if limit == 16 << 20),
+        "{err}"
+    );
+}
+
+#[test]
+fn panic_should_be_a_trap_with_the_guest_message() {
+    let err = contained("runtime-panic", short());
+    let CallErrorKind::Trap { message } = &err else {
+        panic!("expected a trap, got {err}")
+    };
+    assert!(
+        message.contains("runtime-panic gave up on w"),
+        "the panic message reaches the error: {message}"
+    );
+}
+
+#[test]
+fn stack_overflow_should_be_a_trap() {
+    let err = contained("runtime-stack-overflow", short());
+    let CallErrorKind::Trap { message } = &err else {
+        panic!("expected a trap, got {err}")
+    };
+    assert!(message.contains("stack overflow"), "{message}");
+}
+
+#[test]
+fn huge_response_should_be_refused_by_size_or_memory() {
+    // With room to build it, the 100 MiB response is refused by the response limit...
+    let err = contained(
+        "runtime-huge-response",
+        short().deadline(Duration::from_secs(10)).memory(900 << 20),
+    );
+    assert!(
+        matches!(err, CallErrorKind::ResponseTooLarge { bytes, limit } if bytes > 100 << 20 && limit == 4 << 20),
+        "{err}"
+    );
+    // ...and with the default memory cap it never gets that far.
+    let err = contained(
+        "runtime-huge-response",
+        short().deadline(Duration::from_secs(10)),
+    );
+    assert!(matches!(err, CallErrorKind::MemoryLimit { .. }), "{err}");
+}
+
+#[test]
+fn invalid_json_should_be_an_invalid_response_with_its_path() {
+    let err = contained("runtime-invalid-json", short());
+    assert!(
+        matches!(&err, CallErrorKind::InvalidResponse { path, reason } if path == "children[0]" && reason.contains("not JSON")),
+        "{err}"
+    );
+}
+
+#[test]
+fn child_in_another_namespace_should_be_refused() {
+    let err = contained("runtime-foreign-namespace", short());
+    assert!(
+        matches!(&err, CallErrorKind::InvalidResponse { path, reason } if path == "children[0].metadata.namespace" && reason.contains("kube-system")),
+        "{err}"
+    );
+}
+
+#[test]
+fn child_of_an_undeclared_kind_should_be_refused() {
+    let err = contained("runtime-undeclared-kind", short());
+    assert!(
+        matches!(&err, CallErrorKind::InvalidResponse { path, reason } if path == "children[0].kind" && reason.contains("v1/Secret")),
+        "{err}"
+    );
+}
+
+#[test]
+fn forged_owner_reference_should_be_refused() {
+    let err = contained("runtime-forged-owner", short());
+    assert!(
+        matches!(&err, CallErrorKind::InvalidResponse { path, .. } if path == "children[0].metadata.ownerReferences"),
+        "{err}"
+    );
+}
+
+#[test]
+fn log_spam_should_hit_the_log_limit() {
+    let err = contained("runtime-log-spam", short());
+    assert!(
+        matches!(err, CallErrorKind::LogLimit { limit } if limit == 64 << 10),
+        "{err}"
+    );
+}
+
+#[test]
+fn stdout_spam_should_hit_the_log_limit() {
+    let err = contained("runtime-stdout-spam", short());
+    assert!(matches!(err, CallErrorKind::LogLimit { .. }), "{err}");
+}
+
+#[test]
+fn every_call_should_see_a_pristine_instance() {
+    let plugin = load("runtime-state-leak", Limits::default());
+    for _ in 0..5 {
+        let outcome = call(&plugin, &widget("w")).unwrap();
+        assert_eq!(
+            outcome.desired.status,
+            Some(json!({"callsBefore": 0})),
+            "a static survived from an earlier call"
+        );
+    }
+}
+
+#[test]
+fn reads_should_be_answered_limited_to_declared_kinds_and_recorded() {
+    let plugin = load("runtime-reads", Limits::default());
+    let objects = StaticObjects::new(vec![
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "team-a"}, "data": {"k": "v"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-1", "namespace": "team-a", "labels": {"tier": "web"}}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-2", "namespace": "team-b", "labels": {"tier": "web"}}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token", "namespace": "team-a"}}),
+    ]);
+    let outcome = plugin.reconcile(&widget("w"), Arc::new(objects)).unwrap();
+    let status = outcome.desired.status.unwrap();
+    assert_eq!(status["got"], json!({"k": "v"}));
+    assert_eq!(
+        status["listed"],
+        json!(["web-1"]),
+        "only the namespace asked for"
+    );
+    assert!(
+        status["denied"]
+            .as_str()
+            .unwrap()
+            .contains("not among the kinds"),
+        "{status}"
+    );
+    let cm = KindRef::new("v1", "ConfigMap");
+    assert_eq!(
+        outcome.reads,
+        vec![
+            Read::Get {
+                kind: cm.clone(),
+                namespace: "team-a".into(),
+                name: "settings".into()
+            },
+            Read::List {
+                kind: cm,
+                namespace: "team-a".into(),
+                selector: "tier=web".into()
+            },
+        ],
+        "the refused read of a Secret is not a dependency"
+    );
+}
+
+#[test]
+fn component_of_another_world_should_fail_to_load() {
+    let err = Plugin::load(
+        runtime(),
+        "runtime-not-a-reconciler",
+        &wasm("runtime-not-a-reconciler"),
+        Limits::default(),
+    )
+    .err()
+    .expect("must not load");
+    assert!(matches!(err, LoadError::NotAReconciler { .. }), "{err}");
+    assert!(
+        err.to_string().contains("runtime-not-a-reconciler"),
+        "the error names the plugin: {err}"
+    );
+}
+
+#[test]
+fn component_of_an_unknown_contract_version_should_fail_to_load() {
+    let err = Plugin::load(
+        runtime(),
+        "runtime-future-contract",
+        &wasm("runtime-future-contract"),
+        Limits::default(),
+    )
+    .err()
+    .expect("must not load");
+    assert!(
+        matches!(&err, LoadError::UnsupportedContract { found, .. } if found == "reconhost:plugin@0.2.0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bytes_that_are_not_a_component_should_fail_to_compile() {
+    let err = Plugin::load(
+        runtime(),
+        "garbage.wasm",
+        b"\0asm not really",
+        Limits::default(),
+    )
+    .err()
+    .expect("must not load");
+    assert!(matches!(err, LoadError::Compile { .. }), "{err}");
+}
+
+#[test]
+fn second_load_should_come_from_the_compiled_code_cache() {
+    let dir = std::env::temp_dir().join(format!("reconhost-cache-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bytes = wasm("configmap-generator");
+    let config = RuntimeConfig {
+        cache_dir: dir.clone(),
+        ..RuntimeConfig::default()
+    };
+    let first = Plugin::load(
+        &Runtime::new(config.clone()).unwrap(),
+        "configmap-generator",
+        &bytes,
+        Limits::default(),
+    )
+    .unwrap();
+    assert_eq!(first.provenance(), Provenance::Compiled);
+    // A new runtime, as after a host restart: the code comes from disk.
+    let runtime = Runtime::new(config).unwrap();
+    let second = Plugin::load(&runtime, "configmap-generator", &bytes, Limits::default()).unwrap();
+    assert_eq!(second.provenance(), Provenance::Cached);
+    assert!(runtime.cache().path(second.digest()).is_file());
+    let outcome = call(&second, &ReconcileRequest { parent: json!({"metadata": {"name": "g", "namespace": "team-a"}, "spec": {"content": {"a": "b"}}}), ..widget("g") }).unwrap();
+    assert_eq!(outcome.desired.children[0]["data"], json!({"a": "b"}));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn examples_should_declare_their_kinds() {
+    let expect = [
+        ("webapp", "WebApp", false),
+        ("configmap-generator", "ConfigMapGenerator", false),
+        ("merged-config", "MergedConfig", false),
+        ("archiver", "Archive", true),
+    ];
+    for (name, kind, finalizer) in expect {
+        let plugin = load(name, Limits::default());
+        let info = plugin.info();
+        assert_eq!(info.name, name);
+        assert_eq!(
+            info.parent,
+            KindRef::new("examples.reconhost.dev/v1alpha1", kind)
+        );
+        assert_eq!(info.finalizer, finalizer, "{name}");
+    }
+    assert_eq!(
+        load("merged-config", Limits::default()).info().reads,
+        vec![KindRef::new("v1", "ConfigMap")]
+    );
+}
+
+#[test]
+fn webapp_should_report_a_permanent_error_for_an_empty_image() {
+    let plugin = load("webapp", Limits::default());
+    let request = ReconcileRequest {
+        parent: json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "WebApp",
+                       "metadata": {"name": "w", "namespace": "team-a"}, "spec": {"image": ""}}),
+        ..widget("w")
+    };
+    let err = call(&plugin, &request).expect_err("empty image");
+    assert!(
+        matches!(&err, CallErrorKind::Plugin(PluginError::Permanent(m)) if m.contains("spec.image")),
+        "{err}"
+    );
+    assert!(err.is_permanent());
+}
+
+#[test]
+fn every_test_plugin_should_have_a_test() {
+    let source = include_str!("runtime.rs");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/test-plugins");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(!names.is_empty());
+    for name in names {
+        let quoted = format!("\"{name}\"");
+        assert!(
+            source.matches(&quoted).count() >= 1,
+            "test plugin {name} is built but no test in host/tests/runtime.rs uses it"
+        );
+    }
+}

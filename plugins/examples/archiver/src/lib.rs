@@ -1,0 +1,91 @@
+//! `archiver`: the finalizer example. An `Archive` keeps its `spec.data` in a ConfigMap named
+//! after it. When the Archive is deleted, the plugin does not let go at once: it first rewrites
+//! the ConfigMap to a tombstone (`archived: "true"` plus the number of keys it held) and records an
+//! `Archiving` event; once the host has applied that and the plugin sees the tombstone among the
+//! observed children, it reports `finalized` with an `Archived` event, and the host removes its
+//! finalizer. Both steps are visible with kubectl while they happen.
+
+use std::collections::BTreeMap;
+
+use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, json};
+use serde::Deserialize;
+
+/// The plugin.
+pub struct Archiver;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Spec {
+    #[serde(default)]
+    data: BTreeMap<String, String>,
+}
+
+impl Reconciler for Archiver {
+    fn info() -> Info {
+        Info::new(
+            "archiver",
+            Kind::new("examples.reconhost.dev/v1alpha1", "Archive"),
+        )
+        .version(env!("CARGO_PKG_VERSION"))
+        .child(Kind::new("v1", "ConfigMap"))
+        .finalizer()
+    }
+
+    fn reconcile(request: Request) -> Result<Response, Error> {
+        let spec: Spec = request.spec()?;
+        let name = request.name();
+        let config_map = |data: serde_json::Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data});
+        if !request.finalizing {
+            return Ok(Response::new()
+                .child(config_map(json!(spec.data)))
+                .status(json!({"phase": "Active", "keys": spec.data.len()}))
+                .ready(true, "Stored", "the data is stored"));
+        }
+        let tombstone = json!({"archived": "true", "keys": spec.data.len().to_string()});
+        let archived = request
+            .child("v1", "ConfigMap", name)
+            .is_some_and(|cm| cm["data"] == tombstone);
+        if archived {
+            Ok(Response::new()
+                .child(config_map(tombstone))
+                .status(json!({"phase": "Archived"}))
+                .event(
+                    "Archived",
+                    &format!("archived {} keys; releasing the finalizer", spec.data.len()),
+                )
+                .finalized())
+        } else {
+            Ok(Response::new()
+                .child(config_map(tombstone))
+                .status(json!({"phase": "Archiving"}))
+                .event("Archiving", "writing the tombstone before deletion"))
+        }
+    }
+}
+
+reconhost_sdk::export!(Archiver);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn archive(finalizing: bool, children: Vec<serde_json::Value>) -> Request {
+        let mut r = Request::new(
+            json!({"metadata": {"name": "a", "namespace": "n"}, "spec": {"data": {"x": "1"}}}),
+        );
+        r.finalizing = finalizing;
+        r.children = children;
+        r
+    }
+
+    #[test]
+    fn deletion_should_write_the_tombstone_before_finalizing() {
+        let first = Archiver::reconcile(archive(true, vec![])).unwrap();
+        assert!(!first.finalized);
+        assert_eq!(first.children[0]["data"]["archived"], "true");
+        let tombstone = first.children[0].clone();
+        let second = Archiver::reconcile(archive(true, vec![tombstone])).unwrap();
+        assert!(second.finalized);
+        assert_eq!(second.events[0].reason, "Archived");
+    }
+}

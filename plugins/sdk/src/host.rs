@@ -1,0 +1,85 @@
+//! What the host offers during a call: logging and reads from its cache.
+//!
+//! Reads are limited to the kinds declared in [`crate::Info::reads`], and the host remembers
+//! them: when an object you read changes, the parent is reconciled again. You never write
+//! watch-mapping code.
+
+use serde_json::Value;
+
+use crate::Kind;
+use crate::wit::reconhost::plugin::host as wit_host;
+use crate::wit::reconhost::plugin::types as wit;
+
+pub use wit::Level;
+
+/// Why a read failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// The kind is not declared in `reads`.
+    NotAllowed(String),
+    /// The request was malformed (e.g. a bad label selector).
+    Invalid(String),
+    /// Anything else, including a host answer that is not JSON.
+    Other(String),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotAllowed(m) => write!(f, "read not allowed: {m}"),
+            Self::Invalid(m) => write!(f, "invalid read: {m}"),
+            Self::Other(m) => write!(f, "read failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl From<wit::ReadError> for ReadError {
+    fn from(e: wit::ReadError) -> Self {
+        match e {
+            wit::ReadError::NotAllowed(m) => Self::NotAllowed(m),
+            wit::ReadError::Invalid(m) => Self::Invalid(m),
+            wit::ReadError::Other(m) => Self::Other(m),
+        }
+    }
+}
+
+fn kind_ref(kind: &Kind) -> wit::KindRef {
+    wit::KindRef {
+        api_version: kind.api_version.clone(),
+        kind: kind.kind.clone(),
+    }
+}
+
+fn parse(text: &str) -> Result<Value, ReadError> {
+    serde_json::from_str(text)
+        .map_err(|e| ReadError::Other(format!("the host sent invalid JSON: {e}")))
+}
+
+/// Writes a line to the host's log, tagged with the plugin and the parent.
+pub fn log(level: Level, message: &str) {
+    wit_host::log(level, message);
+}
+
+/// Logs at info level.
+pub fn info(message: &str) {
+    log(Level::Info, message);
+}
+
+/// One object by kind, namespace and name; `Ok(None)` if it does not exist.
+pub fn get(kind: &Kind, namespace: &str, name: &str) -> Result<Option<Value>, ReadError> {
+    match wit_host::get(&kind_ref(kind), namespace, name)? {
+        Some(text) => parse(&text).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Objects of a kind in a namespace (empty: all namespaces) matching a label selector
+/// (empty: all).
+pub fn list(kind: &Kind, namespace: &str, label_selector: &str) -> Result<Vec<Value>, ReadError> {
+    wit_host::list(&kind_ref(kind), namespace, label_selector)?
+        .iter()
+        .map(|t| parse(t))
+        .collect()
+}

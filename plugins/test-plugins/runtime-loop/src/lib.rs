@@ -1,0 +1,27 @@
+//! Test plugin: loops forever.
+#![allow(missing_docs, reason = "a test fixture")]
+
+use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response};
+
+struct Plugin;
+
+impl Reconciler for Plugin {
+    fn info() -> Info {
+        Info::new("runtime-loop", Kind::new("test.reconhost.dev/v1", "Widget"))
+            .child(Kind::new("v1", "ConfigMap"))
+    }
+
+    #[allow(
+        unused_variables,
+        unreachable_code,
+        reason = "each fixture misbehaves in its own way"
+    )]
+    fn reconcile(request: Request) -> Result<Response, Error> {
+        let mut i = 0u64;
+        loop {
+            i = std::hint::black_box(i.wrapping_add(1));
+        }
+    }
+}
+
+reconhost_sdk::export!(Plugin);
