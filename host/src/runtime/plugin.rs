@@ -82,6 +82,18 @@ impl Plugin {
         bytes: &[u8],
         limits: Limits,
     ) -> Result<Self, LoadError> {
+        Self::load_with_warm(runtime, origin, bytes, limits, WARM_INSTANCES)
+    }
+
+    /// Like [`Plugin::load`], keeping `warm` pristine instances ready instead of the default
+    /// two. With zero, every call instantiates inline (what benchmarks compare against).
+    pub fn load_with_warm(
+        runtime: &Runtime,
+        origin: &str,
+        bytes: &[u8],
+        limits: Limits,
+        warm: usize,
+    ) -> Result<Self, LoadError> {
         let digest = sha256_hex(bytes);
         let (component, provenance) =
             runtime
@@ -126,8 +138,10 @@ impl Plugin {
         prepared.reads = Arc::from(info.reads.clone());
         prepared.info = info;
         let prepared = Arc::new(prepared);
-        let (tx, rx) = sync_channel(WARM_INSTANCES);
-        spawn_refill(prepared.clone(), tx);
+        let (tx, rx) = sync_channel(warm);
+        if warm > 0 {
+            spawn_refill(prepared.clone(), tx);
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 prepared,

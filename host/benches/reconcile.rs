@@ -1,0 +1,254 @@
+//! `make bench`: what one reconcile costs through the plugin runtime, beside the same logic
+//! compiled natively and behind an HTTP endpoint on loopback (the webhook model of
+//! Metacontroller and Crossplane functions); and how long each example takes to compile and to
+//! load from the compiled-code cache.
+//!
+//! All variants run in the same process on the same inputs, so the ratios hold even on a noisy
+//! machine; every figure is a median over many runs. Results go to stdout as a Markdown table.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use reconhost::model::ReconcileRequest;
+use reconhost::runtime::{Limits, NoObjects, Plugin, Runtime, RuntimeConfig};
+use reconhost_sdk::Reconciler as _;
+use serde_json::{Value, json};
+
+const ITERATIONS: usize = 2000;
+
+fn plugin_dir() -> PathBuf {
+    std::env::var_os("RECONHOST_PLUGIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/plugins")))
+}
+
+/// A WebApp parent padded with annotations to about `bytes` of JSON.
+fn parent(bytes: usize) -> Value {
+    let mut parent = json!({
+        "apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "WebApp",
+        "metadata": {"name": "shop", "namespace": "team-a", "uid": "7d3c1e0a-0000-4000-8000-000000000001", "generation": 1,
+                     "labels": {"team": "a"}, "annotations": {}},
+        "spec": {"image": "registry.example/shop:1.2.3", "replicas": 3, "port": 8080}
+    });
+    let mut i = 0;
+    while parent.to_string().len() < bytes {
+        parent["metadata"]["annotations"][format!("example.com/note-{i}")] = json!("x".repeat(64));
+        i += 1;
+    }
+    parent
+}
+
+/// The native baseline does what the guest does: parse the JSON text, run the logic, serialize.
+fn native(parent_text: &str) -> usize {
+    let request = reconhost_sdk::Request::new(serde_json::from_str(parent_text).unwrap());
+    let response = webapp::WebApp::reconcile(request).unwrap();
+    response
+        .children
+        .iter()
+        .map(|c| c.to_string().len())
+        .sum::<usize>()
+        + response.status.map_or(0, |s| s.to_string().len())
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn time_each(n: usize, mut f: impl FnMut()) -> Duration {
+    let samples = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    median(samples)
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+async fn serve_http() -> SocketAddr {
+    use axum::routing::post;
+    let app = axum::Router::new().route(
+        "/reconcile",
+        post(|body: String| async move {
+            let request = reconhost_sdk::Request::new(serde_json::from_str(&body).unwrap());
+            let response = webapp::WebApp::reconcile(request).unwrap();
+            json!({"children": response.children, "status": response.status}).to_string()
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+async fn http_call(
+    client: &hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        Full<Bytes>,
+    >,
+    url: &str,
+    body: &str,
+) -> usize {
+    let request = http::Request::post(url)
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value: Value = serde_json::from_slice(&bytes).unwrap();
+    value["children"].as_array().map_or(0, Vec::len)
+}
+
+fn main() {
+    let cache = std::env::temp_dir().join(format!("reconhost-bench-{}", std::process::id()));
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: cache.clone(),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let bytes = std::fs::read(plugin_dir().join("webapp.wasm"))
+        .expect("build the plugins first: make plugins");
+    let warm = Plugin::load(&runtime, "webapp", &bytes, Limits::default()).unwrap();
+    let inline = Plugin::load_with_warm(&runtime, "webapp", &bytes, Limits::default(), 0).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = rt.block_on(serve_http());
+    let url = format!("http://{addr}/reconcile");
+    let keepalive =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http::<Full<Bytes>>();
+    let fresh_conn =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build_http::<Full<Bytes>>();
+
+    println!(
+        "| parent | native | wasm, pre-instantiated (hot path) | wasm, fresh instance inline | HTTP keep-alive | HTTP new connection | hot path / native | HTTP keep-alive / hot path |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for size in [1 << 10, 10 << 10, 100 << 10] {
+        let parent = parent(size);
+        let text = parent.to_string();
+        let request = ReconcileRequest {
+            parent: parent.clone(),
+            children: vec![],
+            config: json!({}),
+            finalizing: false,
+        };
+        let reader: Arc<dyn reconhost::runtime::ObjectReader> = Arc::new(NoObjects);
+        let n = if size > 50 << 10 {
+            ITERATIONS / 4
+        } else {
+            ITERATIONS
+        };
+        // Warm up every path once.
+        native(&text);
+        warm.reconcile(&request, reader.clone()).unwrap();
+        inline.reconcile(&request, reader.clone()).unwrap();
+
+        let native_t = time_each(n, || {
+            std::hint::black_box(native(&text));
+        });
+        // The hot path: a controller's reconciles are spaced by API round trips, which is when
+        // the refill thread makes the next instance; the pause is outside the timed region.
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            std::thread::sleep(Duration::from_micros(300));
+            let start = Instant::now();
+            std::hint::black_box(warm.reconcile(&request, reader.clone()).unwrap());
+            samples.push(start.elapsed());
+        }
+        let hot = median(samples);
+        let cold = time_each(n, || {
+            std::hint::black_box(inline.reconcile(&request, reader.clone()).unwrap());
+        });
+        let http_keep = rt.block_on(async {
+            let mut samples = Vec::with_capacity(n);
+            for _ in 0..n {
+                let start = Instant::now();
+                std::hint::black_box(http_call(&keepalive, &url, &text).await);
+                samples.push(start.elapsed());
+            }
+            median(samples)
+        });
+        let http_new = rt.block_on(async {
+            let mut samples = Vec::with_capacity(n / 4);
+            for _ in 0..n / 4 {
+                let start = Instant::now();
+                std::hint::black_box(http_call(&fresh_conn, &url, &text).await);
+                samples.push(start.elapsed());
+            }
+            median(samples)
+        });
+        println!(
+            "| {} KiB | {} | {} | {} | {} | {} | {:.1}× | {:.1}× |",
+            text.len() / 1024,
+            us(native_t),
+            us(hot),
+            us(cold),
+            us(http_keep),
+            us(http_new),
+            hot.as_secs_f64() / native_t.as_secs_f64(),
+            http_keep.as_secs_f64() / hot.as_secs_f64(),
+        );
+    }
+
+    println!();
+    println!("| plugin | size | cold compile | cached load (new engine, from disk) |");
+    println!("|---|---|---|---|");
+    for name in ["webapp", "configmap-generator", "merged-config", "archiver"] {
+        let bytes = std::fs::read(plugin_dir().join(format!("{name}.wasm"))).unwrap();
+        let compile = {
+            let dir = cache.join(format!("cold-{name}"));
+            let samples = (0..3)
+                .map(|_| {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    let runtime = Runtime::new(RuntimeConfig {
+                        cache_dir: dir.clone(),
+                        ..RuntimeConfig::default()
+                    })
+                    .unwrap();
+                    let start = Instant::now();
+                    Plugin::load_with_warm(&runtime, name, &bytes, Limits::default(), 0).unwrap();
+                    start.elapsed()
+                })
+                .collect();
+            median(samples)
+        };
+        let dir = cache.join(format!("cold-{name}"));
+        let cached = median(
+            (0..10)
+                .map(|_| {
+                    let runtime = Runtime::new(RuntimeConfig {
+                        cache_dir: dir.clone(),
+                        ..RuntimeConfig::default()
+                    })
+                    .unwrap();
+                    let start = Instant::now();
+                    let p = Plugin::load_with_warm(&runtime, name, &bytes, Limits::default(), 0)
+                        .unwrap();
+                    assert_eq!(p.provenance(), reconhost::runtime::Provenance::Cached);
+                    start.elapsed()
+                })
+                .collect(),
+        );
+        println!(
+            "| {name} | {} KiB | {:.1} ms | {:.2} ms |",
+            bytes.len() / 1024,
+            compile.as_secs_f64() * 1e3,
+            cached.as_secs_f64() * 1e3
+        );
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
