@@ -414,3 +414,17 @@ fn every_test_plugin_should_have_a_test() {
         );
     }
 }
+
+#[test]
+fn plugin_should_reach_no_environment_filesystem_or_network() {
+    let plugin = load("runtime-sandbox", Limits::default());
+    let status = call(&plugin, &widget("w")).unwrap().desired.status.unwrap();
+    assert_eq!(status["env"], 0, "no environment variables: {status}");
+    assert_eq!(status["args"], 0, "no arguments: {status}");
+    for probe in ["files", "passwd", "cwd", "tcp", "dns"] {
+        assert!(
+            status[probe].get("refused").is_some(),
+            "{probe} was reachable: {status}"
+        );
+    }
+}
