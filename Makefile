@@ -33,6 +33,10 @@ build: plugins
 plugins:
 	@bash scripts/build-plugins.sh
 
+## bench: one reconcile through the runtime vs native vs HTTP, and compile/load times
+bench: plugins
+	$(CARGO) bench -p reconhost --bench reconcile
+
 ## k8s: build etcd, kube-apiserver, kube-controller-manager, kubectl and kwok if missing
 k8s:
 	@bash tools/k8s/build.sh >/dev/null

@@ -164,7 +164,12 @@ fn main() {
         // the refill thread makes the next instance; the pause is outside the timed region.
         let mut samples = Vec::with_capacity(n);
         for _ in 0..n {
-            std::thread::sleep(Duration::from_micros(300));
+            // Spin rather than sleep: a sleeping core wakes up cold and slow, which would be
+            // measured as if it were the call.
+            let pause = Instant::now();
+            while pause.elapsed() < Duration::from_micros(300) {
+                std::hint::spin_loop();
+            }
             let start = Instant::now();
             std::hint::black_box(warm.reconcile(&request, reader.clone()).unwrap());
             samples.push(start.elapsed());

@@ -5,7 +5,7 @@
 //! thread, so the hot path only takes a pristine instance, calls it and drops it. Each instance
 //! serves exactly one call and is never returned to the pool.
 
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,9 @@ struct Inner {
     prepared: Arc<Prepared>,
     /// Pristine instances made by the refill thread. Dropping the receiver stops the thread.
     warm: Mutex<Receiver<Warm>>,
+    /// Tells the refill thread that a warm instance was used up. Sent after the call finishes,
+    /// so making the replacement never competes with the call for the CPU.
+    demand: SyncSender<()>,
     /// How the component was obtained on load.
     provenance: Provenance,
 }
@@ -139,13 +142,15 @@ impl Plugin {
         prepared.info = info;
         let prepared = Arc::new(prepared);
         let (tx, rx) = sync_channel(warm);
+        let (demand, demand_rx) = sync_channel(warm);
         if warm > 0 {
-            spawn_refill(prepared.clone(), tx);
+            spawn_refill(prepared.clone(), warm, tx, demand_rx);
         }
         Ok(Self {
             inner: Arc::new(Inner {
                 prepared,
                 warm: Mutex::new(rx),
+                demand,
                 provenance,
             }),
         })
@@ -192,6 +197,8 @@ impl Plugin {
             .lock()
             .ok()
             .and_then(|rx| rx.try_recv().ok());
+        // Declared before the store, so it fires after the store is dropped, at the very end.
+        let _refill = warm.is_some().then(|| RefillOnDrop(&self.inner.demand));
         let Warm {
             mut store,
             bindings,
@@ -274,22 +281,43 @@ impl Prepared {
     }
 }
 
-/// Keeps the warm pool full until the plugin is dropped.
-fn spawn_refill(prepared: Arc<Prepared>, tx: SyncSender<Warm>) {
+/// Asks for a replacement instance when dropped.
+struct RefillOnDrop<'a>(&'a SyncSender<()>);
+
+impl Drop for RefillOnDrop<'_> {
+    fn drop(&mut self) {
+        // Full means enough replacements are already asked for; disconnected means no thread.
+        if let Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) =
+            self.0.try_send(())
+        {}
+    }
+}
+
+/// Fills the warm pool, then makes one replacement per used-up instance, until the plugin is
+/// dropped (both channels disconnect).
+fn spawn_refill(prepared: Arc<Prepared>, depth: usize, tx: SyncSender<Warm>, demand: Receiver<()>) {
     let name = format!("reconhost-warm-{}", prepared.info.name);
     let spawned = std::thread::Builder::new().name(name).spawn(move || {
+        let mut wanted = depth;
         loop {
-            match prepared.instantiate() {
-                Ok(warm) => {
-                    if tx.send(warm).is_err() {
-                        return; // the plugin was dropped
+            while wanted > 0 {
+                match prepared.instantiate() {
+                    Ok(warm) => {
+                        if tx.send(warm).is_err() {
+                            return; // the plugin was dropped
+                        }
+                        wanted -= 1;
+                    }
+                    Err(e) => {
+                        // The call path instantiates inline and reports the error on the parent.
+                        tracing::warn!(plugin = %prepared.info.name, error = %e, "pre-instantiating failed");
+                        std::thread::sleep(Duration::from_secs(1));
                     }
                 }
-                Err(e) => {
-                    // The call path will instantiate inline and report the error on the parent.
-                    tracing::warn!(plugin = %prepared.info.name, error = %e, "pre-instantiating failed");
-                    std::thread::sleep(Duration::from_secs(1));
-                }
+            }
+            match demand.recv() {
+                Ok(()) => wanted += 1,
+                Err(_) => return,
             }
         }
     });
