@@ -207,6 +207,45 @@ fn main() {
             hot.as_secs_f64() / native_t.as_secs_f64(),
             http_keep.as_secs_f64() / hot.as_secs_f64(),
         );
+        if size == 1 << 10 {
+            let ratio = |measured: f64, target: f64, lower_is_better: bool| {
+                let met = if lower_is_better {
+                    measured <= target
+                } else {
+                    measured >= target
+                };
+                let by = if lower_is_better {
+                    measured / target
+                } else {
+                    target / measured
+                };
+                if met {
+                    "met".to_owned()
+                } else {
+                    format!("missed by {by:.1}x")
+                }
+            };
+            let hot_us = hot.as_secs_f64() * 1e6;
+            let vs_native = hot.as_secs_f64() / native_t.as_secs_f64();
+            let vs_http = http_keep.as_secs_f64() / hot.as_secs_f64();
+            verdicts.push(format!(
+                "hot path {hot_us:.1} us, target <= 15 us: {}",
+                ratio(hot_us, 15.0, true)
+            ));
+            verdicts.push(format!(
+                "hot path / native {vs_native:.1}x, target <= 3x: {}",
+                ratio(vs_native, 3.0, true)
+            ));
+            verdicts.push(format!(
+                "HTTP keep-alive / hot path {vs_http:.1}x, target >= 8x: {}",
+                ratio(vs_http, 8.0, false)
+            ));
+        }
+    }
+    println!();
+    println!("Targets (webapp, ~1 KiB parent):");
+    for v in &verdicts {
+        println!("- {v}");
     }
 
     println!();
