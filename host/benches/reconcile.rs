@@ -137,6 +137,7 @@ fn main() {
         "| parent | native | wasm, pre-instantiated (hot path) | wasm, fresh instance inline | HTTP keep-alive | HTTP new connection | hot path / native | HTTP keep-alive / hot path |"
     );
     println!("|---|---|---|---|---|---|---|---|");
+    let mut verdicts = Vec::new();
     for size in [1 << 10, 10 << 10, 100 << 10] {
         let parent = parent(size);
         let text = parent.to_string();
