@@ -10,6 +10,7 @@
 
 use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -90,7 +91,11 @@ impl CompiledCache {
         };
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| err(format!("creating the directory: {e}")))?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // Unique per writer, not just per process: two threads loading the same plugin at once
+        // must not write into one temporary file.
+        static WRITERS: AtomicU64 = AtomicU64::new(0);
+        let writer = WRITERS.fetch_add(1, Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp{}-{writer}", std::process::id()));
         std::fs::write(&tmp, bytes).map_err(|e| err(format!("writing: {e}")))?;
         std::fs::rename(&tmp, path).map_err(|e| err(format!("renaming into place: {e}")))
     }
