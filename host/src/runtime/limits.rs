@@ -19,7 +19,8 @@ pub struct Limits {
     pub response_bytes: usize,
     /// Maximum number of desired children. Default 1000.
     pub children: usize,
-    /// Maximum bytes a call may send through `host.log` plus stdout and stderr. Default 64 KiB.
+    /// Maximum bytes a call may send through `host.log`, and separately through each of stdout
+    /// and stderr. Default 64 KiB.
     pub log_bytes: usize,
 }
 

@@ -334,7 +334,9 @@ fn deadline_ticks(deadline: Duration) -> u64 {
 fn classify(e: &wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallErrorKind {
     let state = store.data();
     let pipe_full = |p: &wasmtime_wasi::p2::pipe::MemoryOutputPipe| {
-        p.contents().len() + 1024 > limits.log_bytes
+        // A write that would overflow is refused whole, so "full" means less room left than a
+        // typical line, not exactly at capacity; the slack scales down for small budgets.
+        p.contents().len() + (limits.log_bytes / 16).min(1024) >= limits.log_bytes
     };
     let chain = format!("{e:#}");
     // A full stdout or stderr pipe surfaces in the guest as a failed write (Rust's println!
