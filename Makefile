@@ -12,13 +12,20 @@ PLUGIN_DIR := $(TARGET_DIR)/plugins
 export RECONHOST_PLUGIN_DIR := $(PLUGIN_DIR)
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver
 
-.PHONY: run test build plugins bench k8s cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test build plugins bench bench-converge k8s cluster-up cluster-down cluster-status check fmt clean
 
-## run: start the local control plane (building it on first use) and run the host against it
+EXAMPLES := webapp configmap-generator merged-config archiver
+
+## run: the demo: control plane up (built on first use), example CRDs and parents, the host reconciling them
 run: k8s build
-	@kubeconfig=$$($(CLUSTER) up | sed -n 's/^KUBECONFIG=//p'); \
-	echo "control plane: KUBECONFIG=$$kubeconfig (make cluster-down stops it)" >&2; \
-	exec $(RECONHOST) run --kubeconfig "$$kubeconfig"
+	@bin=$$(bash tools/k8s/build.sh); \
+	kubeconfig=$$($(CLUSTER) up | sed -n 's/^KUBECONFIG=//p'); \
+	kubectl() { "$$bin/kubectl" --kubeconfig "$$kubeconfig" "$$@"; }; \
+	for crd in plugins/examples/*/crd.yaml; do kubectl apply --server-side -f "$$crd" >/dev/null; done; \
+	kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null; \
+	kubectl apply --server-side -f deploy/examples/demo.yaml; \
+	echo "control plane: export KUBECONFIG=$$kubeconfig; kubectl is $$bin/kubectl (make cluster-down stops it)" >&2; \
+	exec $(RECONHOST) run --kubeconfig "$$kubeconfig" $(foreach p,$(EXAMPLES),--plugin $(PLUGIN_DIR)/$(p).wasm)
 
 ## test: build everything, start a private control plane, run every test, stop it
 test: k8s build
@@ -36,6 +43,11 @@ plugins:
 ## bench: one reconcile through the runtime vs native vs HTTP, and compile/load times
 bench: plugins
 	$(CARGO) bench -p reconhost --bench reconcile
+
+## bench-converge: 1000 webapp parents on a private control plane: time, API writes, host memory
+bench-converge: k8s plugins
+	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
+	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench converge
 
 ## k8s: build etcd, kube-apiserver, kube-controller-manager, kubectl and kwok if missing
 k8s:

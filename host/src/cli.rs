@@ -66,9 +66,28 @@ pub struct RunArgs {
     /// ~/.kube/config, then the in-cluster service account.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// A plugin component (.wasm) to run. Repeatable; one plugin per parent kind.
+    #[arg(long = "plugin", required = true)]
+    pub plugins: Vec<PathBuf>,
+    /// Watch and reconcile only in this namespace (cluster-scoped kinds are watched everywhere).
+    /// Without it, all namespaces.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Address of the Prometheus endpoint (/metrics); `0` turns it off.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub metrics_bind_address: String,
     /// Address of the liveness (/healthz) and readiness (/readyz) endpoints.
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub health_probe_bind_address: SocketAddr,
+    /// Parents one plugin may reconcile at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_reconciles: u16,
+    /// Parents all plugins together may reconcile at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_total_reconciles: u16,
+    /// Seconds in-flight reconciles get to finish after SIGTERM before the host exits anyway.
+    #[arg(long, default_value_t = 30)]
+    pub graceful_shutdown_seconds: u64,
 }
 
 /// How log lines are written.

@@ -8,6 +8,8 @@
 //! # Layout
 //!
 //! - [`cli`]: the command line, parsed once in `main`.
+//! - [`controller`]: the control loop (informers, queue, workers, reconciler, applier).
+//! - [`metrics`]: Prometheus metrics under controller-runtime's names plus `reconhost_*`.
 //! - [`model`]: the host's types for what crosses the plugin boundary.
 //! - [`planner`]: desired versus observed gives actions (pure).
 //! - [`render`]: `reconhost render`, a plugin run offline on files.
@@ -17,6 +19,8 @@
 //! - [`telemetry`]: logging set-up (human locally, JSON in a cluster).
 
 pub mod cli;
+pub mod controller;
+pub mod metrics;
 pub mod model;
 pub mod planner;
 pub mod render;

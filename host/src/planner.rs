@@ -10,12 +10,13 @@
 //!   no writes); otherwise it is updated (server-side apply).
 //! - An observed child that is not desired is deleted, with its UID as precondition.
 //! - Status: the plugin's status plus `observedGeneration` plus conditions merged by type;
-//!   `lastTransitionTime` moves only when a condition's status changes.
+//!   `lastTransitionTime` moves only when a condition's status changes. The host adds its own
+//!   `Synced` condition (True after a successful reconcile, False with the error after a failed one).
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::model::{Desired, KindRef, PluginInfo};
+use crate::model::{Condition, ConditionStatus, Desired, KindRef, PluginInfo};
 
 /// What to do with one child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -202,6 +203,35 @@ pub fn is_subset(desired: &Value, observed: &Value) -> bool {
     }
 }
 
+/// The condition the host keeps on every parent: whether the last reconcile went through
+/// (Crossplane's name for the same thing). `Ready` and the rest are the plugin's.
+pub const SYNCED: &str = "Synced";
+
+/// The host's `Synced` condition.
+pub fn synced(ok: bool, reason: &str, message: &str) -> Condition {
+    Condition {
+        type_: SYNCED.to_owned(),
+        status: if ok {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        },
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+/// The status to write after a failed reconcile: the current status with `Synced` set to False
+/// and everything else kept, or `None` if that is already what the parent shows.
+pub fn failure_status(parent: &Value, reason: &str, message: &str, now: &str) -> Option<Value> {
+    let current = parent.get("status").cloned().unwrap_or(Value::Null);
+    let mut status = current.as_object().cloned().unwrap_or_default();
+    let conditions = merge_conditions(parent, &current, &[synced(false, reason, message)], now);
+    status.insert("conditions".into(), Value::Array(conditions));
+    let status = Value::Object(status);
+    (status != current).then_some(status)
+}
+
 /// The full status the host writes: the plugin's fields, observedGeneration, merged conditions.
 fn status(parent: &Value, desired: &Desired, current: &Value, now: &str) -> Value {
     let mut status = match (&desired.status, current) {
@@ -213,12 +243,29 @@ fn status(parent: &Value, desired: &Desired, current: &Value, now: &str) -> Valu
     if let Some(generation) = parent["metadata"]["generation"].as_i64() {
         status.insert("observedGeneration".into(), json!(generation));
     }
+    let mut conditions = desired.conditions.clone();
+    if !conditions.iter().any(|c| c.type_ == SYNCED) {
+        conditions.push(synced(true, "ReconcileSuccess", ""));
+    }
+    let merged = merge_conditions(parent, current, &conditions, now);
+    status.insert("conditions".into(), Value::Array(merged));
+    Value::Object(status)
+}
+
+/// The current conditions with `conditions` merged in by type. `lastTransitionTime` is kept
+/// unless the status of that type changed.
+fn merge_conditions(
+    parent: &Value,
+    current: &Value,
+    conditions: &[Condition],
+    now: &str,
+) -> Vec<Value> {
     let old: Vec<Value> = current["conditions"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     let mut merged: Vec<Value> = old.clone();
-    for c in &desired.conditions {
+    for c in conditions {
         let previous = old.iter().find(|o| o["type"] == c.type_.as_str());
         let transition = match previous {
             Some(p) if p["status"] == c.status.as_str() => p["lastTransitionTime"].clone(),
@@ -236,16 +283,12 @@ fn status(parent: &Value, desired: &Desired, current: &Value, now: &str) -> Valu
             None => merged.push(entry),
         }
     }
-    if !merged.is_empty() {
-        status.insert("conditions".into(), Value::Array(merged));
-    }
-    Value::Object(status)
+    merged
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Condition, ConditionStatus};
 
     fn info() -> PluginInfo {
         PluginInfo {

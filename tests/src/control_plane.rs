@@ -42,6 +42,8 @@ pub struct Options {
     /// Instance name, the run directory's name under [`registry::root`]. Defaults to a name unique
     /// to this process.
     pub name: Option<String>,
+    /// CRD files to install before kube-controller-manager starts (see [`crate::crds`]).
+    pub crds: Vec<PathBuf>,
 }
 
 /// A running control plane. Dropping it stops every component and removes its run directory.
@@ -114,7 +116,8 @@ impl ControlPlane {
             format!("--service-account-issuer={}", plane.server),
             format!("--service-account-signing-key-file={}", p("sa.key")),
             format!("--service-account-key-file={}", p("sa.pub")),
-            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            // Scale tests create thousands of Services; a /24 runs out at 254.
+            "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
             "--authorization-mode=RBAC".to_owned(),
             "--allow-privileged=true".to_owned(),
             // Pods would otherwise need a `default` ServiceAccount that only a full KCM creates.
@@ -142,6 +145,7 @@ impl ControlPlane {
         plane
             .wait_ready_async(1, || api_ready(client.clone(), api_port))
             .await?;
+        crate::crds::install(&client, &options.crds).await?;
 
         let kcm_args = vec![
             format!("--kubeconfig={}", plane.kubeconfig().display()),

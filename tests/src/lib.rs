@@ -9,6 +9,8 @@
 //! # Layout
 //!
 //! - [`control_plane`]: start-up order, flags, readiness, kubeconfig, shutdown.
+//! - [`crds`]: the example and test CRDs every control plane starts with.
+//! - [`host`]: a `reconhost run` process for the control-loop tests, its logs and metrics.
 //! - [`process`]: child processes that cannot outlive the harness.
 //! - [`registry`]: run directories and the clean-up of instances a killed run left behind.
 //! - [`pki`]: the per-run CA and certificates.
@@ -21,6 +23,8 @@ pub mod audit;
 pub mod binaries;
 pub mod cluster;
 pub mod control_plane;
+pub mod crds;
+pub mod host;
 pub mod pki;
 pub mod process;
 pub mod registry;
@@ -111,6 +115,9 @@ pub enum Error {
         "no control plane: RECONHOST_KUBECONFIG is not set; run the tests with `make test`, or start one with `make cluster-up` and export RECONHOST_KUBECONFIG=<the printed path>"
     )]
     NoCluster,
+    /// Installing what every control plane starts with failed.
+    #[error("setting up the control plane: {0}")]
+    Setup(String),
 }
 
 /// Result with this crate's [`Error`].

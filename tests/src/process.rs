@@ -36,6 +36,17 @@ impl Component {
         args: &[String],
         log_dir: &Path,
     ) -> Result<Self, Error> {
+        Self::spawn_with_env(name, program, args, &[], log_dir)
+    }
+
+    /// Like [`Component::spawn`], with extra environment variables.
+    pub fn spawn_with_env(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        log_dir: &Path,
+    ) -> Result<Self, Error> {
         let log = log_dir.join(format!("{name}.log"));
         let out = File::create(&log).map_err(|source| Error::Io {
             what: format!("creating {}", log.display()),
@@ -48,6 +59,7 @@ impl Component {
         let mut command = Command::new(program);
         command
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);

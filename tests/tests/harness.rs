@@ -29,6 +29,7 @@ fn port_of(server: &str) -> u16 {
 async fn control_plane_should_serve_and_stop_every_process_when_dropped() {
     let plane = ControlPlane::start(Options {
         name: Some(format!("drop-{}", unique_suffix())),
+        ..Options::default()
     })
     .await
     .expect("starting a control plane");

@@ -88,6 +88,10 @@ pub struct CallError {
     pub parent: String,
     /// What happened.
     pub kind: CallErrorKind,
+    /// What the call read before the plugin reported its error: a plugin that fails because an
+    /// object it needs is missing or wrong is woken when that object changes, not only by the
+    /// backoff. Empty when the call trapped or broke a limit.
+    pub reads: Vec<super::reads::Read>,
 }
 
 /// What made a call fail.

@@ -189,6 +189,7 @@ impl Plugin {
             plugin: prepared.info.name.clone(),
             parent: parent.clone(),
             kind,
+            reads: Vec::new(),
         };
         let start = Instant::now();
         let warm = self
@@ -219,11 +220,15 @@ impl Plugin {
         forward_output(&store, &prepared.name, &parent);
         let response = match result {
             Ok(Ok(response)) => response,
-            Ok(Err(types::Error::Transient(m))) => {
-                return Err(fail(PluginError::Transient(m).into()));
-            }
-            Ok(Err(types::Error::Permanent(m))) => {
-                return Err(fail(PluginError::Permanent(m).into()));
+            Ok(Err(error)) => {
+                let error = match error {
+                    types::Error::Transient(m) => PluginError::Transient(m),
+                    types::Error::Permanent(m) => PluginError::Permanent(m),
+                };
+                return Err(CallError {
+                    reads: std::mem::take(&mut store.data_mut().reads),
+                    ..fail(error.into())
+                });
             }
             Err(e) => return Err(fail(classify(&e, &store, &prepared.limits))),
         };
@@ -258,6 +263,7 @@ impl Prepared {
             plugin: self.name.to_string(),
             parent: String::new(),
             kind,
+            reads: Vec::new(),
         };
         let Warm {
             mut store,

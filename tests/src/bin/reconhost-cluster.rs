@@ -215,6 +215,7 @@ fn status(name: &str) -> ExitCode {
 async fn serve(name: &str) -> anyhow::Result<()> {
     let plane = ControlPlane::start(Options {
         name: Some(name.to_owned()),
+        crds: reconhost_tests::crds::bundled(),
     })
     .await?;
     std::fs::write(plane.dir().join("ready"), b"")?;
@@ -229,6 +230,7 @@ async fn exec(name: &str, command: &[String]) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let plane = ControlPlane::start(Options {
         name: Some(name.to_owned()),
+        crds: reconhost_tests::crds::bundled(),
     })
     .await?;
     eprintln!(

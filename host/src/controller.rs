@@ -1,0 +1,194 @@
+//! The control loop: informers feed a work queue per plugin; workers reconcile one parent at a
+//! time through the plugin, the planner and the applier.
+//!
+//! Data flows one way: [`informer`] → [`queue`] → [`workers`] → [`reconciler`] → planner →
+//! [`applier`] → API server. [`deps`] turns what a reconcile read into the keys to wake when those
+//! objects change.
+//!
+//! What wakes a parent:
+//! - a change to the parent itself (initial list and relists at low priority);
+//! - a change to an object whose controller ownerReference points at it (its children);
+//! - a change to an object its last reconcile read with `get` or `list`;
+//! - its own `requeue-after`, and backoff after a failure.
+
+pub mod applier;
+pub mod deps;
+pub mod informer;
+pub mod queue;
+pub mod reconciler;
+pub mod store;
+pub mod workers;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use self::applier::Applier;
+use self::deps::Dependencies;
+use self::informer::{CacheReader, DiscoveryError, GroupKind, Informer, Informers, ObjectKey};
+use self::queue::{Backoff, Priority, WorkQueue};
+use self::reconciler::{Parts, Reconciler};
+use crate::metrics::Metrics;
+use crate::runtime::Plugin;
+
+/// One plugin's controller: its queue and the kinds it uses, wired to the shared informers.
+pub struct Controller {
+    name: String,
+    queue: WorkQueue<ObjectKey>,
+    reconciler: Arc<Reconciler>,
+}
+
+impl Controller {
+    /// Resolves the plugin's kinds, creates (or shares) their informers and registers the
+    /// handlers that turn changes into queue keys. Nothing runs until [`Controller::run`] and
+    /// [`Informers::start`].
+    pub async fn new(
+        plugin: Plugin,
+        config: Value,
+        informers: &Informers,
+        client: kube::Client,
+        metrics: &Metrics,
+    ) -> Result<Self, DiscoveryError> {
+        let info = plugin.info().clone();
+        let parents = informers.informer(&info.parent).await?;
+        let mut children = Vec::new();
+        for kind in &info.children {
+            children.push(informers.informer(kind).await?);
+        }
+        let mut reads = Vec::new();
+        for kind in &info.reads {
+            reads.push(informers.informer(kind).await?);
+        }
+
+        let queue = WorkQueue::new(metrics.queue(&info.name), Backoff::default());
+        let deps = Arc::new(Dependencies::default());
+        let parent_kind = GroupKind::from(&info.parent);
+
+        {
+            let queue = queue.clone();
+            parents.on_change(move |change| {
+                if let Some(object) = change.new.or(change.old) {
+                    queue.add(ObjectKey::of(object), priority(change.initial));
+                }
+            });
+        }
+        let namespaced = parents.kind().namespaced;
+        for child in &children {
+            let queue = queue.clone();
+            let parent_kind = parent_kind.clone();
+            child.on_change(move |change| {
+                for object in [change.old, change.new].into_iter().flatten() {
+                    if let Some(owner) = controller_of(object, &parent_kind, namespaced) {
+                        queue.add(owner, priority(change.initial));
+                    }
+                }
+            });
+        }
+        for read in &reads {
+            let queue = queue.clone();
+            let deps = deps.clone();
+            let kind = kind_of(read);
+            read.on_change(move |change| {
+                for parent in deps.readers_of(&kind, change.old, change.new) {
+                    queue.add(parent, Priority::Normal);
+                }
+            });
+        }
+
+        let applier = Applier::new(
+            client,
+            info.clone(),
+            parents.kind().clone(),
+            children
+                .iter()
+                .map(|i| (kind_of(i), i.kind().clone()))
+                .collect::<HashMap<_, _>>(),
+            metrics.plugin(&info.name),
+        );
+        let reconciler = Reconciler::new(Parts {
+            plugin,
+            config,
+            parents,
+            children,
+            reader: Arc::new(CacheReader::new(reads)),
+            deps,
+            applier,
+            metrics: metrics.plugin(&info.name),
+        });
+        Ok(Self {
+            name: info.name,
+            queue,
+            reconciler: Arc::new(reconciler),
+        })
+    }
+
+    /// The plugin's name, which is also the controller's.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The queue, to shut it down.
+    pub fn queue(&self) -> &WorkQueue<ObjectKey> {
+        &self.queue
+    }
+
+    /// Runs `workers` workers, each also holding one of the `global` permits while it
+    /// reconciles, until the queue is shut down and in-flight work has finished.
+    pub async fn run(
+        &self,
+        workers: usize,
+        global: Arc<Semaphore>,
+        metrics: crate::metrics::ControllerMetrics,
+    ) {
+        let reconciler = self.reconciler.clone();
+        workers::run(
+            self.queue.clone(),
+            workers,
+            global,
+            metrics,
+            move |key: ObjectKey| {
+                let reconciler = reconciler.clone();
+                async move { reconciler.reconcile(&key).await }
+            },
+        )
+        .await;
+    }
+}
+
+fn priority(initial: bool) -> Priority {
+    if initial {
+        Priority::Low
+    } else {
+        Priority::Normal
+    }
+}
+
+fn kind_of(informer: &Informer) -> GroupKind {
+    let r = &informer.kind().resource;
+    GroupKind {
+        group: r.group.clone(),
+        kind: r.kind.clone(),
+    }
+}
+
+/// The key of the object's controller owner if that owner is of the parent kind. A namespaced
+/// owner lives in the object's namespace; a cluster-scoped one in none.
+fn controller_of(object: &Value, parent: &GroupKind, namespaced: bool) -> Option<ObjectKey> {
+    let owner = object["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"] == true)?;
+    let api_version = owner["apiVersion"].as_str().unwrap_or("");
+    let group = api_version.split_once('/').map_or("", |(g, _)| g);
+    if group != parent.group || owner["kind"] != parent.kind.as_str() {
+        return None;
+    }
+    let namespace = if namespaced {
+        object["metadata"]["namespace"].as_str().unwrap_or("")
+    } else {
+        ""
+    };
+    Some(ObjectKey::new(namespace, owner["name"].as_str()?))
+}

@@ -1,0 +1,650 @@
+//! The work queue: client-go's semantics with controller-runtime's priority queue on top.
+//!
+//! - One entry per key. Adding a key that is waiting for its turn does nothing but raise its
+//!   priority; adding a key that waits on a delay makes it ready now (one entry, unlike
+//!   client-go's delaying queue, where it would run now and again later).
+//! - A key is never handed out twice at once. Adds while its lease is held collapse into one
+//!   more run after the lease is dropped.
+//! - `add_after` keeps the earlier of two ready times; `add_rate_limited` delays by the key's
+//!   own backoff (5 ms doubling to 1000 s), which `forget` resets.
+//! - Normal work (watch events) is served before low-priority work (initial list, resync), but
+//!   after [`STARVATION_LIMIT`] normal hand-outs in a row a ready low-priority key goes next,
+//!   so a steady stream of events cannot starve the initial list (controller-runtime's priority
+//!   queue can: kubernetes-sigs/controller-runtime#3496).
+//!
+//! There is no background task: `get` sleeps until the earliest delayed key is due or an add
+//! wakes it. Time is tokio's, so tests run with paused time.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::metrics::QueueMetrics;
+
+/// Normal hand-outs in a row after which a ready low-priority key is served.
+///
+/// Eight keeps events well ahead (low work gets at most one slot in nine while events keep
+/// coming, so an event waits behind at most one low item per eight of its peers), yet a
+/// 10,000-object initial list still drains at a ninth of the worker throughput under a
+/// continuous event storm instead of never, which is what starves in controller-runtime.
+pub const STARVATION_LIMIT: u32 = 8;
+
+/// How urgent an add is. `Low` orders below `Normal`, so `max` picks the more urgent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Priority {
+    /// Initial list and resync: the object may not have changed (controller-runtime's
+    /// `handler.LowPriority`, reported as `priority="-100"`).
+    Low,
+    /// A watch event, a dependency, a retry or a requeue (`priority="0"`).
+    Normal,
+}
+
+/// Per-key exponential backoff: `base · 2^failures`, capped at `max`.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    /// The delay after the first failure.
+    pub base: Duration,
+    /// The largest delay, however many failures.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    /// client-go's and controller-runtime's: 5 ms doubling to 1000 s (reached after 18 failures).
+    fn default() -> Self {
+        Self {
+            base: Duration::from_millis(5),
+            max: Duration::from_secs(1000),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay after `failures` earlier failures. Integer arithmetic, so 5 ms doubles to
+    /// exactly 10 ms, and saturating, so a key that failed a billion times waits `max`.
+    pub fn delay(&self, failures: u32) -> Duration {
+        self.base
+            .saturating_mul(2u32.saturating_pow(failures))
+            .min(self.max)
+    }
+}
+
+/// A queue of keys. Cheap to clone; clones share the queue.
+pub struct WorkQueue<K> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// What every handle and lease points at.
+struct Shared<K> {
+    /// All queue state behind one lock, as client-go's `sync.Cond`: every operation is a few
+    /// map and deque operations, so contention stays short.
+    state: Mutex<State<K>>,
+    /// Wakes `get` callers on an add, a new earlier delay, or shutdown.
+    notify: Notify,
+    metrics: QueueMetrics,
+    backoff: Backoff,
+}
+
+struct State<K> {
+    /// Ready keys in FIFO order per priority, each tagged with the sequence number it was
+    /// queued under. Raising a key's priority pushes a new entry and leaves the old one stale
+    /// (its number no longer matches `ready`); stale entries are skipped when popped.
+    normal: VecDeque<(K, u64)>,
+    low: VecDeque<(K, u64)>,
+    /// The authoritative set of ready keys: priority, sequence number, and when it became
+    /// ready (for `workqueue_queue_duration_seconds`). A key is never both ready and processing
+    /// (nor ready and delayed); a processing key may also wait on a delay.
+    ready: HashMap<K, (Priority, u64, Instant)>,
+    /// Ready keys per priority (index 0 = low, 1 = normal), kept so depth is O(1).
+    depth: [i64; 2],
+    /// Keys handed out and not yet done, with when they were handed out.
+    processing: HashMap<K, Instant>,
+    /// Processing keys added again meanwhile (client-go's dirty set): made ready when their
+    /// lease drops, at the highest priority they were added with.
+    again: HashMap<K, Priority>,
+    /// Delayed keys ordered by ready time, and each delayed key's entry in it.
+    waiting: BTreeSet<(Instant, u64, K)>,
+    waiting_at: HashMap<K, (Instant, u64)>,
+    /// Failures per key since it was last forgotten; only keys that failed are present.
+    failures: HashMap<K, u32>,
+    /// Normal hand-outs since the last low one, for the starvation guard.
+    normal_streak: u32,
+    /// Source of the sequence numbers above; a u64 cannot wrap in practice.
+    seq: u64,
+    shut_down: bool,
+}
+
+/// A key handed out by [`WorkQueue::get`]. While it lives no one else gets the key; dropping
+/// it is client-go's `Done`.
+pub struct Lease<K: Clone + Eq + Hash + Ord> {
+    key: K,
+    shared: Arc<Shared<K>>,
+}
+
+impl<K: Clone + Eq + Hash + Ord> Lease<K> {
+    /// The key.
+    pub fn key(&self) -> &K {
+        &self.key
+    }
+}
+
+impl<K: Clone + Eq + Hash + Ord> Drop for Lease<K> {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        if let Some(started) = state.processing.remove(&self.key) {
+            let held = Instant::now().saturating_duration_since(started);
+            self.shared.metrics.work_duration.observe(held.as_secs_f64());
+        }
+        if let Some(priority) = state.again.remove(&self.key)
+            && !state.shut_down
+        {
+            self.shared.make_ready(&mut state, self.key.clone(), priority);
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash + Ord> Shared<K> {
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        self.state.lock().expect("work queue lock poisoned")
+    }
+
+    /// Makes a key that is neither ready nor processing ready, cancelling any delay.
+    fn make_ready(&self, state: &mut State<K>, key: K, priority: Priority) {
+        if let Some((at, seq)) = state.waiting_at.remove(&key) {
+            state.waiting.remove(&(at, seq, key.clone()));
+        }
+        state.seq += 1;
+        let seq = state.seq;
+        state.ready.insert(key.clone(), (priority, seq, Instant::now()));
+        state.deque(priority).push_back((key, seq));
+        state.depth[priority as usize] += 1;
+        self.metrics.adds.inc();
+        self.set_depth(state);
+        self.notify.notify_one();
+    }
+
+    fn add(&self, state: &mut State<K>, key: K, priority: Priority) {
+        if state.shut_down {
+            return;
+        }
+        if state.processing.contains_key(&key) {
+            let again = state.again.entry(key.clone()).or_insert(priority);
+            *again = (*again).max(priority);
+            // It runs again as soon as the lease drops; a pending delay would be a second entry.
+            if let Some((at, seq)) = state.waiting_at.remove(&key) {
+                state.waiting.remove(&(at, seq, key));
+            }
+            return;
+        }
+        let Some(&(current, _, since)) = state.ready.get(&key) else {
+            self.make_ready(state, key, priority);
+            return;
+        };
+        if current >= priority {
+            return;
+        }
+        // Raise it: a fresh entry at the back of the normal queue, keeping when it became
+        // ready so queue duration covers the whole wait.
+        state.seq += 1;
+        let seq = state.seq;
+        state.ready.insert(key.clone(), (priority, seq, since));
+        state.deque(priority).push_back((key, seq));
+        state.depth[current as usize] -= 1;
+        state.depth[priority as usize] += 1;
+        self.set_depth(state);
+        self.notify.notify_one();
+    }
+
+    /// `workqueue_depth` counts ready keys only, as controller-runtime's priority queue does: a
+    /// delayed key is counted when its delay ends.
+    fn set_depth(&self, state: &State<K>) {
+        self.metrics.depth_low.set(state.depth[Priority::Low as usize]);
+        self.metrics
+            .depth_normal
+            .set(state.depth[Priority::Normal as usize]);
+    }
+
+    /// Makes delayed keys whose time has come ready. Retries and requeues are normal work.
+    fn promote_due(&self, state: &mut State<K>, now: Instant) {
+        while let Some((at, seq, key)) = state.waiting.first().cloned() {
+            if at > now {
+                break;
+            }
+            state.waiting.remove(&(at, seq, key.clone()));
+            state.waiting_at.remove(&key);
+            self.add(state, key, Priority::Normal);
+        }
+    }
+
+    /// Hands out the next ready key, applying the starvation guard.
+    fn pop(&self, state: &mut State<K>) -> Option<K> {
+        let order = if state.normal_streak >= STARVATION_LIMIT {
+            [Priority::Low, Priority::Normal]
+        } else {
+            [Priority::Normal, Priority::Low]
+        };
+        let (key, priority, since) = order.into_iter().find_map(|p| state.pop_ready(p))?;
+        state.normal_streak = match priority {
+            Priority::Low => 0,
+            Priority::Normal => state.normal_streak.saturating_add(1),
+        };
+        let now = Instant::now();
+        self.metrics
+            .queue_duration
+            .observe(now.saturating_duration_since(since).as_secs_f64());
+        state.processing.insert(key.clone(), now);
+        self.set_depth(state);
+        Some(key)
+    }
+}
+
+impl<K: Clone + Eq + Hash + Ord> State<K> {
+    fn deque(&mut self, priority: Priority) -> &mut VecDeque<(K, u64)> {
+        match priority {
+            Priority::Low => &mut self.low,
+            Priority::Normal => &mut self.normal,
+        }
+    }
+
+    /// The oldest live entry of one priority, removed from the ready set.
+    fn pop_ready(&mut self, priority: Priority) -> Option<(K, Priority, Instant)> {
+        while let Some((key, seq)) = self.deque(priority).pop_front() {
+            if let Some(&(p, current, since)) = self.ready.get(&key)
+                && current == seq
+            {
+                self.ready.remove(&key);
+                self.depth[p as usize] -= 1;
+                return Some((key, p, since));
+            }
+        }
+        None
+    }
+}
+
+impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
+    /// An empty queue reporting to `metrics`, retrying failed keys with `backoff`.
+    pub fn new(metrics: QueueMetrics, backoff: Backoff) -> Self {
+        let state = State {
+            normal: VecDeque::new(),
+            low: VecDeque::new(),
+            ready: HashMap::new(),
+            depth: [0; 2],
+            processing: HashMap::new(),
+            again: HashMap::new(),
+            waiting: BTreeSet::new(),
+            waiting_at: HashMap::new(),
+            failures: HashMap::new(),
+            normal_streak: 0,
+            seq: 0,
+            shut_down: false,
+        };
+        let shared = Shared {
+            state: Mutex::new(state),
+            notify: Notify::new(),
+            metrics,
+            backoff,
+        };
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// Makes `key` ready now (cancelling a pending delay), or raises its priority if it is
+    /// ready already, or marks it for one more run if it is being processed. Ignored after
+    /// shutdown.
+    pub fn add(&self, key: K, priority: Priority) {
+        let mut state = self.shared.lock();
+        self.shared.add(&mut state, key, priority);
+    }
+
+    /// Makes `key` ready after `delay`, unless it is ready (or due to run again) already or
+    /// waits on an earlier time. Counted in `workqueue_retries_total`, as client-go does.
+    pub fn add_after(&self, key: K, delay: Duration) {
+        let mut state = self.shared.lock();
+        if state.shut_down {
+            return;
+        }
+        self.shared.metrics.retries.inc();
+        if delay.is_zero() {
+            self.shared.add(&mut state, key, Priority::Normal);
+            return;
+        }
+        if state.ready.contains_key(&key) || state.again.contains_key(&key) {
+            return;
+        }
+        let at = Instant::now() + delay;
+        if let Some(&(current, seq)) = state.waiting_at.get(&key) {
+            if current <= at {
+                return;
+            }
+            state.waiting.remove(&(current, seq, key.clone()));
+        }
+        state.seq += 1;
+        let seq = state.seq;
+        state.waiting.insert((at, seq, key.clone()));
+        state.waiting_at.insert(key, (at, seq));
+        // An idle `get` may be sleeping until a later time, or not at all.
+        self.shared.notify.notify_one();
+    }
+
+    /// Delays `key` by its backoff and counts one more failure for it.
+    pub fn add_rate_limited(&self, key: K) {
+        let delay = {
+            let mut state = self.shared.lock();
+            let failures = state.failures.entry(key.clone()).or_insert(0);
+            let delay = self.shared.backoff.delay(*failures);
+            *failures = failures.saturating_add(1);
+            delay
+        };
+        self.add_after(key, delay);
+    }
+
+    /// Resets `key`'s backoff. Without it a key's failures are remembered forever, so every
+    /// success must forget (client-go: "Remember to call Forget!").
+    pub fn forget(&self, key: &K) {
+        self.shared.lock().failures.remove(key);
+    }
+
+    /// How many times `key` has failed since it was last forgotten.
+    pub fn num_requeues(&self, key: &K) -> u32 {
+        self.shared.lock().failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// Waits for the next key; `None` once the queue is shut down, even if keys are left (they
+    /// are the informers' to re-add on the next start).
+    pub async fn get(&self) -> Option<Lease<K>> {
+        loop {
+            let notified = self.shared.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the state is read, so an add or shutdown in between is not missed.
+            notified.as_mut().enable();
+            let next_due = {
+                let mut state = self.shared.lock();
+                if state.shut_down {
+                    return None;
+                }
+                self.shared.promote_due(&mut state, Instant::now());
+                if let Some(key) = self.shared.pop(&mut state) {
+                    if !state.ready.is_empty() {
+                        // This call may have taken the wake-up meant for another key.
+                        self.shared.notify.notify_one();
+                    }
+                    let shared = self.shared.clone();
+                    return Some(Lease { key, shared });
+                }
+                state.waiting.first().map(|(at, _, _)| *at)
+            };
+            match next_due {
+                Some(at) => {
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Stops handing out keys: every waiting and later `get` returns `None` and adds are
+    /// ignored. Held leases may still finish; the worker pool waits for them.
+    pub fn shutdown(&self) {
+        self.shared.lock().shut_down = true;
+        self.shared.notify.notify_waiters();
+    }
+
+    /// Ready plus delayed keys (not those being processed).
+    pub fn len(&self) -> usize {
+        let state = self.shared.lock();
+        state.ready.len() + state.waiting_at.len()
+    }
+
+    /// Whether no key is ready or delayed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sets `workqueue_unfinished_work_seconds` (the summed age of the held leases) and
+    /// `workqueue_longest_running_processor_seconds`, which show a stuck reconcile before it
+    /// ends; the worker pool calls it every 500 ms, as client-go's queue does.
+    pub fn update_unfinished_work(&self) {
+        let state = self.shared.lock();
+        let now = Instant::now();
+        let (total, longest) = state
+            .processing
+            .values()
+            .map(|started| now.saturating_duration_since(*started).as_secs_f64())
+            .fold((0.0, 0.0f64), |(t, l), age| (t + age, l.max(age)));
+        self.shared.metrics.unfinished.set(total);
+        self.shared.metrics.longest.set(longest);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue<K: Clone + Eq + Hash + Ord + Send + 'static>() -> WorkQueue<K> {
+        WorkQueue::new(QueueMetrics::detached(), Backoff::default())
+    }
+
+    /// The next key, failing the test if none is ready within a (virtual) minute.
+    async fn next<K: Clone + Eq + Hash + Ord + Send + 'static>(q: &WorkQueue<K>) -> Lease<K> {
+        tokio::time::timeout(Duration::from_secs(60), q.get())
+            .await
+            .expect("a key within a minute")
+            .expect("the queue is open")
+    }
+
+    /// Whether no key is ready right now (a lease taken while checking is dropped).
+    async fn nothing_ready<K: Clone + Eq + Hash + Ord + Send + 'static>(q: &WorkQueue<K>) -> bool {
+        tokio::time::timeout(Duration::from_millis(1), q.get())
+            .await
+            .is_err()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_should_keep_one_entry_per_key_in_fifo_order() {
+        let q = queue();
+        q.add("a", Priority::Normal);
+        q.add("b", Priority::Normal);
+        q.add("a", Priority::Normal);
+        q.add("c", Priority::Normal);
+        assert_eq!(q.len(), 3);
+        assert_eq!(*next(&q).await.key(), "a");
+        assert_eq!(*next(&q).await.key(), "b");
+        assert_eq!(*next(&q).await.key(), "c");
+        assert!(nothing_ready(&q).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lease_should_collapse_adds_while_held_into_one_more_run() {
+        let q = queue();
+        q.add("a", Priority::Normal);
+        let lease = next(&q).await;
+        for _ in 0..5 {
+            q.add("a", Priority::Low);
+            q.add("a", Priority::Normal);
+        }
+        assert!(nothing_ready(&q).await, "a is held");
+        drop(lease);
+        let again = next(&q).await;
+        assert_eq!(*again.key(), "a");
+        drop(again);
+        assert!(nothing_ready(&q).await, "exactly one more run");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_should_make_a_delayed_key_ready_now_and_cancel_the_delay() {
+        let q = queue();
+        q.add_after("a", Duration::from_secs(10));
+        assert!(nothing_ready(&q).await);
+        q.add("a", Priority::Normal);
+        assert_eq!(q.len(), 1);
+        drop(next(&q).await);
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert!(nothing_ready(&q).await, "the delay was cancelled, not kept");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_should_keep_the_earlier_time_and_ignore_ready_keys() {
+        let q = queue();
+        let start = Instant::now();
+        q.add_after("a", Duration::from_secs(5));
+        q.add_after("a", Duration::from_secs(50));
+        q.add_after("a", Duration::from_secs(2));
+        assert_eq!(q.len(), 1);
+        drop(next(&q).await);
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert!(nothing_ready(&q).await);
+
+        q.add("b", Priority::Normal);
+        q.add_after("b", Duration::from_secs(1));
+        drop(next(&q).await);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(nothing_ready(&q).await, "add_after of a ready key is a no-op");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delay_firing_while_held_should_run_the_key_once_after() {
+        let q = queue();
+        q.add("a", Priority::Normal);
+        let lease = next(&q).await;
+        q.add_after("a", Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(nothing_ready(&q).await, "still held");
+        drop(lease);
+        drop(next(&q).await);
+        assert!(nothing_ready(&q).await, "once, not twice");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn backoff_should_double_from_5_ms_to_1000_s_and_reset_on_forget() {
+        let q = queue();
+        let mut delays = Vec::new();
+        for _ in 0..6 {
+            let start = Instant::now();
+            q.add_rate_limited("a");
+            drop(next(&q).await);
+            delays.push(start.elapsed());
+        }
+        let ms = Duration::from_millis;
+        assert_eq!(delays, [ms(5), ms(10), ms(20), ms(40), ms(80), ms(160)]);
+        assert_eq!(q.num_requeues(&"a"), 6);
+        let backoff = Backoff::default();
+        assert_eq!(backoff.delay(17), ms(655_360));
+        assert_eq!(backoff.delay(18), Duration::from_secs(1000));
+        assert_eq!(backoff.delay(u32::MAX), Duration::from_secs(1000));
+
+        q.forget(&"a");
+        assert_eq!(q.num_requeues(&"a"), 0);
+        let start = Instant::now();
+        q.add_rate_limited("a");
+        drop(next(&q).await);
+        assert_eq!(start.elapsed(), ms(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn normal_add_should_raise_a_low_key() {
+        let q = queue();
+        q.add("a", Priority::Low);
+        q.add("b", Priority::Normal);
+        q.add("a", Priority::Normal);
+        q.add("a", Priority::Low);
+        assert_eq!(q.len(), 2);
+        assert_eq!(*next(&q).await.key(), "b");
+        assert_eq!(*next(&q).await.key(), "a");
+        assert!(nothing_ready(&q).await, "the stale low entry is skipped");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn low_priority_should_go_after_normal_but_not_starve() {
+        let q = queue::<u32>();
+        q.add(1000, Priority::Low);
+        q.add(1001, Priority::Low);
+        for k in 0..20 {
+            q.add(k, Priority::Normal);
+        }
+        // Sustained normal load: every hand-out is replaced by a fresh normal key, so normal
+        // work never runs out (the controller-runtime#3496 pattern).
+        let mut fresh = 20..;
+        let mut low_at = Vec::new();
+        for position in 1..=40 {
+            let lease = next(&q).await;
+            if *lease.key() >= 1000 {
+                low_at.push((position, *lease.key()));
+            } else {
+                q.add(fresh.next().expect("endless"), Priority::Normal);
+            }
+        }
+        let n = STARVATION_LIMIT + 1;
+        assert_eq!(low_at, [(n, 1000), (2 * n, 1001)], "FIFO among low, one per {n}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn depth_should_count_ready_keys_per_priority() {
+        let metrics = QueueMetrics::detached();
+        let q = WorkQueue::new(metrics.clone(), Backoff::default());
+        q.add("a", Priority::Low);
+        q.add("b", Priority::Low);
+        q.add("c", Priority::Normal);
+        q.add_after("d", Duration::from_secs(1));
+        assert_eq!((metrics.depth_normal.get(), metrics.depth_low.get()), (1, 2));
+        q.add("b", Priority::Normal);
+        assert_eq!((metrics.depth_normal.get(), metrics.depth_low.get()), (2, 1));
+        let c = next(&q).await;
+        assert_eq!((metrics.depth_normal.get(), metrics.depth_low.get()), (1, 1));
+        assert_eq!(metrics.adds.get(), 3, "the raise and the delay are not adds");
+        assert_eq!(metrics.retries.get(), 1);
+        drop(c);
+        assert_eq!(metrics.work_duration.count(), 1, "one lease observed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_should_wake_every_waiter_with_none() {
+        let q = queue::<&str>();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let q = q.clone();
+                tokio::spawn(async move { q.get().await.is_none() })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        q.shutdown();
+        for w in waiters {
+            assert!(w.await.expect("waiter task"));
+        }
+        q.add("a", Priority::Normal);
+        assert!(q.get().await.is_none());
+        assert!(q.is_empty(), "adds after shutdown are ignored");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unfinished_work_should_add_up_held_leases() {
+        let metrics = QueueMetrics::detached();
+        let q = WorkQueue::new(metrics.clone(), Backoff::default());
+        q.add("a", Priority::Normal);
+        q.add("b", Priority::Normal);
+        let a = next(&q).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let _b = next(&q).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        q.update_unfinished_work();
+        assert_eq!(metrics.unfinished.get(), 4.0);
+        assert_eq!(metrics.longest.get(), 3.0);
+        drop(a);
+        q.update_unfinished_work();
+        assert_eq!(metrics.unfinished.get(), 1.0, "only b is still held");
+    }
+}

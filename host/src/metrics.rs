@@ -1,0 +1,472 @@
+//! Prometheus metrics under controller-runtime's names, so dashboards and alerts written for Go
+//! operators work unchanged, plus `reconhost_*` for what only this host has (plugin calls,
+//! applies, API errors).
+//!
+//! Each stage gets label-bound handles ([`ControllerMetrics`], [`QueueMetrics`],
+//! [`PluginMetrics`]) once, so the hot path never looks up a label set. The label `controller`
+//! (and the work queue's `name`) is the plugin's name.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
+const RECONCILE_BUCKETS: [f64; 40] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+fn reconcile_histogram() -> Histogram {
+    Histogram::new(RECONCILE_BUCKETS)
+}
+
+/// client-go's work-queue buckets: 10 ns to 1000 s, ×10.
+fn queue_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1e-8, 10.0, 12))
+}
+
+/// Plugin calls take from ~10 µs (a trivial plugin on a pre-instantiated component) to the
+/// deadline (2 s by default, configurable). Doubling from 10 µs reaches 10.5 s in 21 buckets:
+/// each bucket is one factor of two, fine enough to see the hot path move, and a raised
+/// deadline still lands in a finite bucket. controller-runtime's reconcile buckets start at
+/// 5 ms, which would put every healthy call in the first bucket.
+fn call_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(1e-5, 2.0, 21))
+}
+
+/// The host's metrics registry.
+pub struct Metrics {
+    registry: Registry,
+    reconcile_total: Family<Labels, Counter>,
+    reconcile_errors: Family<Labels, Counter>,
+    terminal_errors: Family<Labels, Counter>,
+    panics: Family<Labels, Counter>,
+    reconcile_time: Histograms,
+    active_workers: Family<Labels, Gauge>,
+    max_concurrent: Family<Labels, Gauge>,
+    depth: Family<Labels, Gauge>,
+    adds: Family<Labels, Counter>,
+    queue_duration: Histograms,
+    work_duration: Histograms,
+    retries: Family<Labels, Counter>,
+    unfinished: Family<Labels, FloatGauge>,
+    longest: Family<Labels, FloatGauge>,
+    call_seconds: Histograms,
+    plugin_errors: Family<Labels, Counter>,
+    memory_peak: Family<Labels, Gauge>,
+    applies: Family<Labels, Counter>,
+    api_errors: Family<Labels, Counter>,
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+impl Metrics {
+    /// A registry with every family registered (and no samples until a controller is added).
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::default();
+        let h = |f: fn() -> Histogram| Histograms::new_with_constructor(f);
+        let m = Self {
+            reconcile_total: Family::default(),
+            reconcile_errors: Family::default(),
+            terminal_errors: Family::default(),
+            panics: Family::default(),
+            reconcile_time: h(reconcile_histogram),
+            active_workers: Family::default(),
+            max_concurrent: Family::default(),
+            depth: Family::default(),
+            adds: Family::default(),
+            queue_duration: h(queue_histogram),
+            work_duration: h(queue_histogram),
+            retries: Family::default(),
+            unfinished: Family::default(),
+            longest: Family::default(),
+            call_seconds: h(call_histogram),
+            plugin_errors: Family::default(),
+            memory_peak: Family::default(),
+            applies: Family::default(),
+            api_errors: Family::default(),
+            registry: Registry::default(),
+        };
+        // prometheus-client appends `_total` to counters itself.
+        let r = &mut registry;
+        r.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            m.reconcile_total.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            m.reconcile_errors.clone(),
+        );
+        r.register(
+            "controller_runtime_terminal_reconcile_errors",
+            "Total number of terminal reconciliation errors per controller",
+            m.terminal_errors.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_panics",
+            "Total number of reconciliation panics per controller",
+            m.panics.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            m.reconcile_time.clone(),
+        );
+        r.register(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            m.active_workers.clone(),
+        );
+        r.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            m.max_concurrent.clone(),
+        );
+        r.register(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            m.depth.clone(),
+        );
+        r.register(
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            m.adds.clone(),
+        );
+        r.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            m.queue_duration.clone(),
+        );
+        r.register(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            m.work_duration.clone(),
+        );
+        r.register(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            m.retries.clone(),
+        );
+        r.register("workqueue_unfinished_work_seconds", "How many seconds of work has been done that is in progress and hasn't been observed by work_duration", m.unfinished.clone());
+        r.register(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running",
+            m.longest.clone(),
+        );
+        r.register(
+            "reconhost_plugin_call_seconds",
+            "Time in one plugin call, including response validation",
+            m.call_seconds.clone(),
+        );
+        r.register(
+            "reconhost_plugin_errors",
+            "Failed plugin calls by kind of failure",
+            m.plugin_errors.clone(),
+        );
+        r.register(
+            "reconhost_plugin_memory_peak_bytes",
+            "Largest linear memory a call of the plugin reached",
+            m.memory_peak.clone(),
+        );
+        r.register(
+            "reconhost_apply",
+            "Children planned, by action (create, update, delete, unchanged)",
+            m.applies.clone(),
+        );
+        r.register(
+            "reconhost_api_errors",
+            "Failed API calls by the applier, by verb and HTTP status",
+            m.api_errors.clone(),
+        );
+        Arc::new(Self { registry, ..m })
+    }
+
+    /// Handles for one controller; pre-initialises its result counters to 0, like
+    /// controller-runtime, so rates exist before the first error.
+    pub fn controller(&self, name: &str) -> ControllerMetrics {
+        let c = labels(&[("controller", name)]);
+        let result = |r: &str| {
+            self.reconcile_total
+                .get_or_create_owned(&labels(&[("controller", name), ("result", r)]))
+        };
+        ControllerMetrics {
+            success: result("success"),
+            error: result("error"),
+            requeue: result("requeue"),
+            requeue_after: result("requeue_after"),
+            errors: self.reconcile_errors.get_or_create_owned(&c),
+            terminal: self.terminal_errors.get_or_create_owned(&c),
+            panics: self.panics.get_or_create_owned(&c),
+            time: self.reconcile_time.get_or_create_owned(&c),
+            active: self.active_workers.get_or_create_owned(&c),
+            max_concurrent: self.max_concurrent.get_or_create_owned(&c),
+        }
+    }
+
+    /// Handles for one controller's work queue.
+    pub fn queue(&self, name: &str) -> QueueMetrics {
+        let l = labels(&[("name", name), ("controller", name)]);
+        let depth = |p: &str| {
+            self.depth.get_or_create_owned(&labels(&[
+                ("name", name),
+                ("controller", name),
+                ("priority", p),
+            ]))
+        };
+        QueueMetrics {
+            depth_normal: depth("0"),
+            depth_low: depth("-100"),
+            adds: self.adds.get_or_create_owned(&l),
+            queue_duration: self.queue_duration.get_or_create_owned(&l),
+            work_duration: self.work_duration.get_or_create_owned(&l),
+            retries: self.retries.get_or_create_owned(&l),
+            unfinished: self.unfinished.get_or_create_owned(&l),
+            longest: self.longest.get_or_create_owned(&l),
+        }
+    }
+
+    /// Handles for one plugin's calls and applies.
+    pub fn plugin(&self, name: &str) -> PluginMetrics {
+        let p = labels(&[("plugin", name)]);
+        for action in ["create", "update", "delete", "unchanged"] {
+            self.applies
+                .get_or_create_owned(&labels(&[("plugin", name), ("action", action)]));
+        }
+        PluginMetrics {
+            name: name.to_owned(),
+            call_seconds: self.call_seconds.get_or_create_owned(&p),
+            memory_peak: self.memory_peak.get_or_create_owned(&p),
+            errors: self.plugin_errors.clone(),
+            applies: self.applies.clone(),
+            api_errors: self.api_errors.clone(),
+        }
+    }
+
+    /// Every metric in the Prometheus text format (OpenMetrics flavour, which Prometheus reads).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Label-bound handles of one controller.
+#[derive(Clone, Debug)]
+pub struct ControllerMetrics {
+    /// `result="success"`.
+    pub success: Counter,
+    /// `result="error"`.
+    pub error: Counter,
+    /// `result="requeue"`.
+    pub requeue: Counter,
+    /// `result="requeue_after"`.
+    pub requeue_after: Counter,
+    /// `controller_runtime_reconcile_errors_total`.
+    pub errors: Counter,
+    /// `controller_runtime_terminal_reconcile_errors_total`.
+    pub terminal: Counter,
+    /// `controller_runtime_reconcile_panics_total`: recovered handler panics (also errors).
+    pub panics: Counter,
+    /// `controller_runtime_reconcile_time_seconds`.
+    pub time: Histogram,
+    /// `controller_runtime_active_workers`.
+    pub active: Gauge,
+    /// `controller_runtime_max_concurrent_reconciles`.
+    pub max_concurrent: Gauge,
+}
+
+impl ControllerMetrics {
+    /// Handles in a registry of their own that nothing encodes, so the worker pool can be
+    /// tested without a host.
+    pub fn detached() -> Self {
+        Metrics::new().controller("test")
+    }
+}
+
+/// Label-bound handles of one work queue.
+#[derive(Clone, Debug)]
+pub struct QueueMetrics {
+    /// `workqueue_depth{priority="0"}`.
+    pub depth_normal: Gauge,
+    /// `workqueue_depth{priority="-100"}`.
+    pub depth_low: Gauge,
+    /// `workqueue_adds_total`.
+    pub adds: Counter,
+    /// `workqueue_queue_duration_seconds`.
+    pub queue_duration: Histogram,
+    /// `workqueue_work_duration_seconds`.
+    pub work_duration: Histogram,
+    /// `workqueue_retries_total`.
+    pub retries: Counter,
+    /// `workqueue_unfinished_work_seconds`.
+    pub unfinished: FloatGauge,
+    /// `workqueue_longest_running_processor_seconds`.
+    pub longest: FloatGauge,
+}
+
+impl QueueMetrics {
+    /// Handles in a registry of their own that nothing encodes, so the queue can be tested
+    /// without a host.
+    pub fn detached() -> Self {
+        Metrics::new().queue("test")
+    }
+}
+
+/// Label-bound handles of one plugin.
+#[derive(Clone, Debug)]
+pub struct PluginMetrics {
+    name: String,
+    call_seconds: Histogram,
+    memory_peak: Gauge,
+    errors: Family<Labels, Counter>,
+    applies: Family<Labels, Counter>,
+    api_errors: Family<Labels, Counter>,
+}
+
+impl PluginMetrics {
+    /// Records the duration of a call that returned (failed calls are counted by [`Self::error`]).
+    pub fn call_seconds(&self, elapsed: Duration) {
+        self.call_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a call's memory high-water mark; the gauge keeps the largest seen. `fetch_max`,
+    /// because calls of one plugin finish concurrently and a get-then-set could lower it.
+    pub fn memory_peak(&self, bytes: usize) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.memory_peak.inner().fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts a failed call by its kind label (`deadline`, `trap`, `permanent`, ...).
+    pub fn error(&self, kind: &str) {
+        self.errors
+            .get_or_create(&labels(&[("plugin", &self.name), ("kind", kind)]))
+            .inc();
+    }
+
+    /// Counts one planned child action.
+    pub fn apply(&self, action: &str) {
+        self.applies
+            .get_or_create(&labels(&[("plugin", &self.name), ("action", action)]))
+            .inc();
+    }
+
+    /// Counts a failed API call.
+    pub fn api_error(&self, verb: &str, code: &str) {
+        self.api_errors
+            .get_or_create(&labels(&[
+                ("plugin", &self.name),
+                ("verb", verb),
+                ("code", code),
+            ]))
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encode_should_carry_controller_runtime_and_reconhost_names() {
+        let m = Metrics::new();
+        let c = m.controller("webapp");
+        c.success.inc();
+        c.errors.inc();
+        c.terminal.inc();
+        c.panics.inc();
+        c.time.observe(0.02);
+        c.active.inc();
+        c.max_concurrent.set(4);
+        let q = m.queue("webapp");
+        q.depth_normal.set(3);
+        q.adds.inc();
+        q.queue_duration.observe(1e-3);
+        q.work_duration.observe(2e-3);
+        q.retries.inc();
+        q.unfinished.set(1.5);
+        q.longest.set(0.5);
+        let p = m.plugin("webapp");
+        p.call_seconds(Duration::from_micros(90));
+        p.error("deadline");
+        p.memory_peak(2 << 20);
+        p.memory_peak(1 << 20);
+        p.apply("create");
+        p.api_error("apply", "409");
+        let text = m.encode();
+        for expected in [
+            r#"controller_runtime_reconcile_total{controller="webapp",result="success"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="webapp",result="error"} 0"#,
+            r#"controller_runtime_reconcile_total{controller="webapp",result="requeue"} 0"#,
+            r#"controller_runtime_reconcile_total{controller="webapp",result="requeue_after"} 0"#,
+            r#"controller_runtime_reconcile_errors_total{controller="webapp"} 1"#,
+            r#"controller_runtime_terminal_reconcile_errors_total{controller="webapp"} 1"#,
+            r#"controller_runtime_reconcile_panics_total{controller="webapp"} 1"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{le="0.025",controller="webapp"} 1"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{le="60.0",controller="webapp"} 1"#,
+            r#"controller_runtime_active_workers{controller="webapp"} 1"#,
+            r#"controller_runtime_max_concurrent_reconciles{controller="webapp"} 4"#,
+            r#"workqueue_depth{name="webapp",controller="webapp",priority="0"} 3"#,
+            r#"workqueue_depth{name="webapp",controller="webapp",priority="-100"} 0"#,
+            r#"workqueue_adds_total{name="webapp",controller="webapp"} 1"#,
+            r#"workqueue_queue_duration_seconds_bucket{le="1e-8",name="webapp",controller="webapp"} 0"#,
+            r#"workqueue_queue_duration_seconds_bucket{le="1000.0",name="webapp",controller="webapp"} 1"#,
+            r#"workqueue_work_duration_seconds_count{name="webapp",controller="webapp"} 1"#,
+            r#"workqueue_retries_total{name="webapp",controller="webapp"} 1"#,
+            r#"workqueue_unfinished_work_seconds{name="webapp",controller="webapp"} 1.5"#,
+            r#"workqueue_longest_running_processor_seconds{name="webapp",controller="webapp"} 0.5"#,
+            r#"reconhost_plugin_call_seconds_bucket{le="0.00016",plugin="webapp"} 1"#,
+            r#"reconhost_plugin_errors_total{plugin="webapp",kind="deadline"} 1"#,
+            r#"reconhost_plugin_memory_peak_bytes{plugin="webapp"} 2097152"#,
+            r#"reconhost_apply_total{plugin="webapp",action="create"} 1"#,
+            r#"reconhost_apply_total{plugin="webapp",action="update"} 0"#,
+            r#"reconhost_apply_total{plugin="webapp",action="delete"} 0"#,
+            r#"reconhost_apply_total{plugin="webapp",action="unchanged"} 0"#,
+            r#"reconhost_api_errors_total{plugin="webapp",verb="apply",code="409"} 1"#,
+            "# TYPE controller_runtime_reconcile_time_seconds histogram",
+            "# TYPE workqueue_depth gauge",
+            "# TYPE workqueue_adds counter",
+        ] {
+            assert!(text.contains(expected), "{expected} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn buckets_should_match_controller_runtime() {
+        let m = Metrics::new();
+        m.controller("c").time.observe(1.0);
+        m.queue("c").queue_duration.observe(1.0);
+        let text = m.encode();
+        let bounds = |name: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| l.starts_with(&format!("{name}_bucket{{")))
+                .map(|l| l.split('"').nth(1).unwrap_or_default().to_owned())
+                .collect()
+        };
+        let reconcile = bounds("controller_runtime_reconcile_time_seconds");
+        assert_eq!(reconcile.len(), RECONCILE_BUCKETS.len() + 1, "plus +Inf");
+        assert_eq!(reconcile.first().map(String::as_str), Some("0.005"));
+        let queue = bounds("workqueue_queue_duration_seconds");
+        assert_eq!(queue.len(), 13, "12 bounds, 1e-8 to 1e3, plus +Inf");
+        assert_eq!(queue[11], "1000.0");
+    }
+}

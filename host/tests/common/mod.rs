@@ -1,0 +1,163 @@
+//! What the control-loop suites share: a host per test, scoped to the test's own namespace on the
+//! shared control plane, and small typed helpers for the example kinds.
+#![allow(dead_code, reason = "each suite uses a different part")]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use reconhost_tests::TestCluster;
+use reconhost_tests::host::{Host, HostOptions};
+use serde_json::{Value, json};
+
+/// Generous bound for convergence on a small, busy machine; a limit, not a measurement.
+pub const CONVERGE: Duration = Duration::from_secs(60);
+
+/// A component built by `make plugins`.
+pub fn plugin(name: &str) -> PathBuf {
+    let dir = std::env::var_os("RECONHOST_PLUGIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target"))
+                });
+            target.join("plugins")
+        });
+    let path = dir.join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: run `make plugins`",
+        path.display()
+    );
+    path
+}
+
+/// A test's world: the cluster, an admin client, its namespace.
+pub struct World {
+    pub cluster: TestCluster,
+    pub client: kube::Client,
+    pub namespace: String,
+}
+
+impl World {
+    pub async fn new(prefix: &str) -> Self {
+        let cluster = TestCluster::from_env().expect("a control plane (run `make test`)");
+        let client = cluster.client().await.expect("a client");
+        let namespace = reconhost_tests::support::namespace(&client, prefix).await;
+        Self {
+            cluster,
+            client,
+            namespace,
+        }
+    }
+
+    /// Starts a host with these plugins, watching only this world's namespace.
+    pub async fn host(&self, plugins: &[&str], env: &[(&str, &str)]) -> Host {
+        self.host_with(plugins, env, &[]).await
+    }
+
+    /// Like [`World::host`], with more `reconhost run` arguments.
+    pub async fn host_with(&self, plugins: &[&str], env: &[(&str, &str)], args: &[&str]) -> Host {
+        let options = HostOptions {
+            binary: PathBuf::from(env!("CARGO_BIN_EXE_reconhost")),
+            kubeconfig: self.cluster.kubeconfig().to_owned(),
+            namespace: self.namespace.clone(),
+            plugins: plugins.iter().map(|p| plugin(p)).collect(),
+            log_dir: std::env::temp_dir().join(format!("reconhost-test-{}", self.namespace)),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        Host::start(&options)
+            .await
+            .unwrap_or_else(|e| panic!("starting the host: {e}"))
+    }
+
+    /// The API of a kind in this namespace.
+    pub fn api(&self, group: &str, version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+        let resource =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        Api::namespaced_with(self.client.clone(), &self.namespace, &resource)
+    }
+
+    pub fn webapps(&self) -> Api<DynamicObject> {
+        self.api("examples.reconhost.dev", "v1alpha1", "WebApp", "webapps")
+    }
+
+    pub fn deployments(&self) -> Api<DynamicObject> {
+        self.api("apps", "v1", "Deployment", "deployments")
+    }
+
+    pub fn services(&self) -> Api<DynamicObject> {
+        self.api("", "v1", "Service", "services")
+    }
+
+    pub fn config_maps(&self) -> Api<DynamicObject> {
+        self.api("", "v1", "ConfigMap", "configmaps")
+    }
+
+    /// Creates an object from JSON in this namespace.
+    pub async fn create(&self, api: &Api<DynamicObject>, object: Value) -> Value {
+        let object: DynamicObject = serde_json::from_value(object).expect("an object literal");
+        let created = api
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("creating {:?}: {e}", object.metadata.name));
+        serde_json::to_value(created).expect("JSON")
+    }
+
+    pub async fn create_webapp(&self, name: &str, image: &str, replicas: i64) -> Value {
+        self.create(
+            &self.webapps(),
+            json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "WebApp",
+                   "metadata": {"name": name}, "spec": {"image": image, "replicas": replicas}}),
+        )
+        .await
+    }
+
+    /// Warning and Normal events recorded on an object, as (type, reason, note).
+    pub async fn events_for(&self, name: &str) -> Vec<(String, String, String)> {
+        let api = self.api("events.k8s.io", "v1", "Event", "events");
+        let list = api.list(&Default::default()).await.expect("listing events");
+        list.items
+            .into_iter()
+            .filter_map(|e| {
+                let e = serde_json::to_value(e).ok()?;
+                (e["regarding"]["name"] == name).then(|| {
+                    let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
+                    (s(&e["type"]), s(&e["reason"]), s(&e["note"]))
+                })
+            })
+            .collect()
+    }
+}
+
+/// An object as JSON, or `None` if it does not exist.
+pub async fn get(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
+    api.get_opt(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading {name}: {e}"))
+        .map(|o| serde_json::to_value(o).expect("JSON"))
+}
+
+/// The condition of this type in the object's status.
+pub fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Whether `child` names `parent` as its controller.
+pub fn controlled_by(child: &Value, parent: &Value) -> bool {
+    child["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r["uid"] == parent["metadata"]["uid"] && r["controller"] == true)
+        })
+}

@@ -1,0 +1,404 @@
+//! The control loop on the real control plane, one behaviour per test, as a user would check
+//! it: with kubectl-level reads of children, status, events and the host's metrics.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{CONVERGE, World, condition, controlled_by, get};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use reconhost_tests::host::sample;
+use reconhost_tests::support::eventually;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn new_parent_should_get_owned_children_and_status_and_follow_spec_changes() {
+    let world = World::new("loop-new").await;
+    let host = world.host(&["webapp"], &[]).await;
+    let parent = world.create_webapp("web", "nginx:1.27", 1).await;
+
+    let deployment = eventually(CONVERGE, "the Deployment", || async {
+        get(&world.deployments(), "web").await
+    })
+    .await;
+    assert!(controlled_by(&deployment, &parent), "{deployment}");
+    assert_eq!(
+        deployment["metadata"]["namespace"],
+        world.namespace.as_str()
+    );
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    let service = eventually(CONVERGE, "the Service", || async {
+        get(&world.services(), "web").await
+    })
+    .await;
+    assert!(controlled_by(&service, &parent), "{service}");
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], 8080);
+
+    let status = eventually(CONVERGE, "the WebApp status", || async {
+        let web = get(&world.webapps(), "web").await?;
+        condition(&web, "Synced")?;
+        Some(web["status"].clone())
+    })
+    .await;
+    assert_eq!(status["observedGeneration"], 1);
+    assert_eq!(status["readyReplicas"], 0, "no kubelet runs the pods");
+    let ready = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["message"], "0 of 1 replicas ready");
+
+    world
+        .webapps()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    eventually(CONVERGE, "the Deployment to scale to 3", || async {
+        let d = get(&world.deployments(), "web").await?;
+        (d["spec"]["replicas"] == 3).then_some(())
+    })
+    .await;
+    eventually(CONVERGE, "observedGeneration 2", || async {
+        let w = get(&world.webapps(), "web").await?;
+        (w["status"]["observedGeneration"] == 2).then_some(())
+    })
+    .await;
+
+    let metrics = host.metrics().await.unwrap();
+    let c = [("controller", "webapp")];
+    assert!(
+        sample(
+            &metrics,
+            "controller_runtime_reconcile_total",
+            &[c[0], ("result", "success")]
+        )
+        .unwrap()
+            >= 2.0,
+        "{metrics}"
+    );
+    for name in [
+        "controller_runtime_reconcile_errors_total",
+        "controller_runtime_reconcile_time_seconds_count",
+        "controller_runtime_active_workers",
+        "controller_runtime_max_concurrent_reconciles",
+        "workqueue_depth",
+        "workqueue_adds_total",
+        "workqueue_queue_duration_seconds_count",
+        "workqueue_work_duration_seconds_count",
+        "workqueue_retries_total",
+        "workqueue_unfinished_work_seconds",
+        "workqueue_longest_running_processor_seconds",
+    ] {
+        assert!(
+            sample(&metrics, name, &c).is_some(),
+            "{name} missing from:\n{metrics}"
+        );
+    }
+    let p = ("plugin", "webapp");
+    assert!(sample(&metrics, "reconhost_plugin_call_seconds_count", &[p]).unwrap() >= 2.0);
+    assert!(
+        sample(
+            &metrics,
+            "reconhost_apply_total",
+            &[p, ("action", "create")]
+        )
+        .unwrap()
+            >= 2.0
+    );
+    assert!(
+        sample(
+            &metrics,
+            "reconhost_apply_total",
+            &[p, ("action", "update")]
+        )
+        .unwrap()
+            >= 1.0
+    );
+    host.stop(Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn child_changed_or_deleted_by_someone_else_should_be_put_back() {
+    let world = World::new("loop-drift").await;
+    let _host = world.host(&["webapp"], &[]).await;
+    world.create_webapp("web", "nginx:1.27", 2).await;
+    let service = eventually(CONVERGE, "the Service", || async {
+        get(&world.services(), "web").await
+    })
+    .await;
+    eventually(CONVERGE, "the Deployment", || async {
+        get(&world.deployments(), "web").await
+    })
+    .await;
+
+    // Someone scales the Deployment by hand, the way `kubectl scale` or `kubectl edit` would.
+    world
+        .deployments()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 7}})),
+        )
+        .await
+        .unwrap();
+    eventually(CONVERGE, "the replicas to be put back to 2", || async {
+        let d = get(&world.deployments(), "web").await?;
+        (d["spec"]["replicas"] == 2).then_some(())
+    })
+    .await;
+
+    world
+        .services()
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    let recreated = eventually(CONVERGE, "the Service to be recreated", || async {
+        let s = get(&world.services(), "web").await?;
+        (s["metadata"]["uid"] != service["metadata"]["uid"]).then_some(s)
+    })
+    .await;
+    assert_eq!(recreated["spec"]["ports"][0]["port"], 80);
+}
+
+#[tokio::test]
+async fn deleted_parent_should_lose_its_children() {
+    let world = World::new("loop-delete").await;
+    let _host = world.host(&["webapp"], &[]).await;
+    world.create_webapp("web", "nginx:1.27", 1).await;
+    eventually(CONVERGE, "the Deployment", || async {
+        get(&world.deployments(), "web").await
+    })
+    .await;
+    world
+        .webapps()
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    // The garbage collector removes the children through the ownerReference the host set.
+    eventually(CONVERGE, "the children to be collected", || async {
+        let gone = get(&world.deployments(), "web").await.is_none()
+            && get(&world.services(), "web").await.is_none();
+        gone.then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deleting_a_parent_with_a_finalizer_should_wait_for_the_plugin_to_finish() {
+    let world = World::new("loop-final").await;
+    let _host = world.host(&["archiver"], &[]).await;
+    let archives = world.api("examples.reconhost.dev", "v1alpha1", "Archive", "archives");
+    world
+        .create(
+            &archives,
+            json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "Archive",
+                   "metadata": {"name": "box"}, "spec": {"data": {"a": "1", "b": "2"}}}),
+        )
+        .await;
+    let archive = eventually(CONVERGE, "the finalizer and the ConfigMap", || async {
+        let a = get(&archives, "box").await?;
+        let cm = get(&world.config_maps(), "box").await?;
+        let finalized = a["metadata"]["finalizers"] == json!(["reconhost.dev/archiver"]);
+        (finalized && cm["data"]["a"] == "1").then_some(a)
+    })
+    .await;
+    assert_eq!(archive["status"]["phase"], "Active");
+
+    archives
+        .delete("box", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(CONVERGE, "the Archive to be gone", || async {
+        get(&archives, "box").await.is_none().then_some(())
+    })
+    .await;
+    // It went only after the plugin wrote its tombstone and reported `finalized`.
+    let reasons: Vec<String> = world
+        .events_for("box")
+        .await
+        .into_iter()
+        .map(|(_, reason, _)| reason)
+        .collect();
+    assert!(reasons.contains(&"Archiving".to_owned()), "{reasons:?}");
+    assert!(reasons.contains(&"Archived".to_owned()), "{reasons:?}");
+}
+
+#[tokio::test]
+async fn failing_plugin_should_back_off_report_on_the_parent_and_recover_when_fixed() {
+    let world = World::new("loop-flaky").await;
+    let host = world.host(&["control-flaky"], &[]).await;
+    let flakies = world.api("test.reconhost.dev", "v1", "Flaky", "flakies");
+    let switch = |fail: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "f-switch"},
+               "data": {"fail": fail}})
+    };
+    world.create(&world.config_maps(), switch("true")).await;
+    world
+        .create(
+            &flakies,
+            json!({"apiVersion": "test.reconhost.dev/v1", "kind": "Flaky", "metadata": {"name": "f"}}),
+        )
+        .await;
+
+    let synced = eventually(CONVERGE, "Synced=False on the parent", || async {
+        let f = get(&flakies, "f").await?;
+        let c = condition(&f, "Synced")?.clone();
+        (c["status"] == "False").then_some(c)
+    })
+    .await;
+    assert_eq!(synced["reason"], "ReconcileError");
+    assert!(
+        synced["message"]
+            .as_str()
+            .unwrap()
+            .contains("the switch f-switch says fail"),
+        "{synced}"
+    );
+    let warning = eventually(CONVERGE, "a Warning event", || async {
+        world
+            .events_for("f")
+            .await
+            .into_iter()
+            .find(|(t, r, _)| t == "Warning" && r == "ReconcileError")
+    })
+    .await;
+    assert!(warning.2.contains("says fail"), "{warning:?}");
+
+    // Backoff: 5 ms doubling per failure. In ~4 s that is about ten attempts; without backoff
+    // it would be thousands.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let metrics = host.metrics().await.unwrap();
+    let errors = sample(
+        &metrics,
+        "controller_runtime_reconcile_errors_total",
+        &[("controller", "control-flaky")],
+    )
+    .unwrap();
+    assert!(
+        (5.0..=16.0).contains(&errors),
+        "{errors} failed attempts in ~4 s:\n{metrics}"
+    );
+    let retries = sample(
+        &metrics,
+        "workqueue_retries_total",
+        &[("controller", "control-flaky")],
+    )
+    .unwrap();
+    assert!(
+        retries >= errors - 1.0,
+        "every failure is retried: {retries} retries, {errors} errors"
+    );
+
+    // Fixing the input recovers at once: the failed call's read of the switch is tracked.
+    world
+        .config_maps()
+        .patch(
+            "f-switch",
+            &PatchParams::default(),
+            &Patch::Merge(switch("false")),
+        )
+        .await
+        .unwrap();
+    let out = eventually(
+        Duration::from_secs(10),
+        "the child once the switch is off",
+        || async { get(&world.config_maps(), "f-out").await },
+    )
+    .await;
+    assert_eq!(out["data"]["ok"], "true");
+    eventually(CONVERGE, "Synced=True", || async {
+        let f = get(&flakies, "f").await?;
+        (condition(&f, "Synced")?["status"] == "True").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn invalid_spec_should_be_a_permanent_error_without_retries_until_the_spec_changes() {
+    let world = World::new("loop-invalid").await;
+    let host = world.host(&["webapp"], &[]).await;
+    world.create_webapp("bad", "", 1).await;
+    let synced: Value = eventually(CONVERGE, "Synced=False", || async {
+        let w = get(&world.webapps(), "bad").await?;
+        let c = condition(&w, "Synced")?.clone();
+        (c["status"] == "False").then_some(c)
+    })
+    .await;
+    assert!(
+        synced["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.image must not be empty"),
+        "{synced}"
+    );
+    assert!(get(&world.deployments(), "bad").await.is_none());
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let metrics = host.metrics().await.unwrap();
+    let p = [("plugin", "webapp"), ("kind", "permanent")];
+    assert_eq!(
+        sample(&metrics, "reconhost_plugin_errors_total", &p),
+        Some(1.0),
+        "one call, no retry storm:\n{metrics}"
+    );
+    let c = [("controller", "webapp")];
+    assert_eq!(
+        sample(
+            &metrics,
+            "controller_runtime_terminal_reconcile_errors_total",
+            &c
+        ),
+        Some(1.0)
+    );
+    assert!(
+        world
+            .events_for("bad")
+            .await
+            .iter()
+            .any(|(t, _, n)| t == "Warning" && n.contains("spec.image")),
+        "a Warning event names the cause"
+    );
+
+    world
+        .webapps()
+        .patch(
+            "bad",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"image": "nginx:1.27"}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        CONVERGE,
+        "the fixed parent to get its Deployment",
+        || async { get(&world.deployments(), "bad").await },
+    )
+    .await;
+    eventually(CONVERGE, "Synced=True", || async {
+        let w = get(&world.webapps(), "bad").await?;
+        (condition(&w, "Synced")?["status"] == "True").then_some(())
+    })
+    .await;
+}
+
+#[test]
+fn every_control_test_plugin_should_have_a_test() {
+    let source = include_str!("control_loop.rs");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/test-plugins");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with("control-") {
+            assert!(
+                source.contains(&format!("\"{name}\"")),
+                "test plugin {name} is built but no test in host/tests/control_loop.rs uses it"
+            );
+        }
+    }
+}

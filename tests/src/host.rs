@@ -1,0 +1,199 @@
+//! A `reconhost run` process for the control-loop tests and benchmarks: started against the test
+//! control plane, scoped to one namespace so tests sharing the control plane do not reconcile
+//! each other's objects, with JSON logs in a file and its metrics and probes on free ports.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::Error;
+use crate::process::Component;
+
+/// How to start a host.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// The `reconhost` binary.
+    pub binary: PathBuf,
+    /// The kubeconfig of the control plane.
+    pub kubeconfig: PathBuf,
+    /// The only namespace it watches.
+    pub namespace: String,
+    /// Plugin components.
+    pub plugins: Vec<PathBuf>,
+    /// Where its log goes (a directory; the file is `reconhost.log`).
+    pub log_dir: PathBuf,
+    /// More arguments for `reconhost run`.
+    pub args: Vec<String>,
+    /// Environment variables (`RUST_LOG`, for one).
+    pub env: Vec<(String, String)>,
+}
+
+/// A running host. Dropping it stops it (SIGTERM, then SIGKILL).
+pub struct Host {
+    process: Component,
+    metrics: u16,
+    probes: u16,
+}
+
+impl Host {
+    /// Starts the host and waits until /readyz answers 200 (its caches are synced).
+    pub async fn start(options: &HostOptions) -> Result<Self, Error> {
+        let [metrics, probes] = free_ports()?;
+        let mut args = vec![
+            "--log-format=json".to_owned(),
+            "run".to_owned(),
+            format!("--kubeconfig={}", options.kubeconfig.display()),
+            format!("--namespace={}", options.namespace),
+            format!("--metrics-bind-address=127.0.0.1:{metrics}"),
+            format!("--health-probe-bind-address=127.0.0.1:{probes}"),
+        ];
+        args.extend(
+            options
+                .plugins
+                .iter()
+                .map(|p| format!("--plugin={}", p.display())),
+        );
+        args.extend(options.args.iter().cloned());
+        std::fs::create_dir_all(&options.log_dir).map_err(|source| Error::Io {
+            what: format!("creating {}", options.log_dir.display()),
+            source,
+        })?;
+        let process = Component::spawn_with_env(
+            "reconhost",
+            &options.binary,
+            &args,
+            &options.env,
+            &options.log_dir,
+        )?;
+        let mut host = Self {
+            process,
+            metrics,
+            probes,
+        };
+        host.wait_ready(Duration::from_secs(120)).await?;
+        Ok(host)
+    }
+
+    async fn wait_ready(&mut self, timeout: Duration) -> Result<(), Error> {
+        let start = Instant::now();
+        loop {
+            self.process.check_alive()?;
+            if let Ok((200, _)) = get(self.probes, "/readyz").await {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                return Err(Error::NotReady {
+                    component: "reconhost",
+                    seconds: timeout.as_secs(),
+                    log: self.process.log().to_owned(),
+                    tail: crate::process::log_tail(self.process.log()),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The text of /metrics.
+    pub async fn metrics(&self) -> Result<String, Error> {
+        let (code, body) = get(self.metrics, "/metrics").await?;
+        if code != 200 {
+            return Err(Error::Setup(format!("/metrics answered {code}: {body}")));
+        }
+        Ok(body)
+    }
+
+    /// The host's log lines, parsed (it logs JSON).
+    pub fn logs(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.process.log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The log file.
+    pub fn log_file(&self) -> &Path {
+        self.process.log()
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    /// Stops it with SIGTERM (a graceful shutdown), waiting up to `grace`.
+    pub fn stop(mut self, grace: Duration) {
+        self.process.stop(grace);
+    }
+
+    /// Kills it with SIGKILL: no graceful shutdown, as when a node dies.
+    pub fn kill(mut self) {
+        if let Some(pid) = self.process.pid() {
+            // SAFETY: a plain system call on our own, not yet reaped, child.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        self.process.stop(Duration::from_secs(5));
+    }
+}
+
+/// The value of a sample in Prometheus text: `name` with every given label, or `None`.
+pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        let (labels_part, value) = match rest.strip_prefix('{') {
+            Some(r) => {
+                let (l, v) = r.split_once('}')?;
+                (l, v)
+            }
+            None if rest.starts_with(' ') => ("", rest),
+            None => return None,
+        };
+        let all = labels
+            .iter()
+            .all(|(k, v)| labels_part.contains(&format!("{k}=\"{v}\"")));
+        all.then(|| value.split_whitespace().next()?.parse().ok())
+            .flatten()
+    })
+}
+
+fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
+    let io = |source| Error::Io {
+        what: "finding a free loopback port".into(),
+        source,
+    };
+    let listeners = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io)?;
+    let mut ports = [0; N];
+    for (port, listener) in ports.iter_mut().zip(&listeners) {
+        *port = listener.local_addr().map_err(io)?.port();
+    }
+    Ok(ports)
+}
+
+/// A plain HTTP/1.0 GET on loopback: status and body.
+async fn get(port: u16, path: &str) -> Result<(u16, String), Error> {
+    let io = |source| Error::Io {
+        what: format!("GET 127.0.0.1:{port}{path}"),
+        source,
+    };
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(io)?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await
+        .map_err(io)?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.map_err(io)?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((code, body.to_owned()))
+}
