@@ -6,12 +6,16 @@
 //! - Each desired child gets the parent's namespace and the parent as controller
 //!   ownerReference (the host's, never the plugin's).
 //! - A desired child with no observed counterpart is created; one whose every desired field
-//!   already holds in the observed object is unchanged (nothing is sent, so a steady state makes
-//!   no writes); otherwise it is updated (server-side apply).
+//!   already holds in the observed object, and that still sets every field the plugin's field
+//!   manager owns ([`owned`]), is unchanged (nothing is sent, so a steady state makes no
+//!   writes); otherwise it is updated (server-side apply, which also removes the fields the
+//!   plugin no longer sets).
 //! - An observed child that is not desired is deleted, with its UID as precondition.
 //! - Status: the plugin's status plus `observedGeneration` plus conditions merged by type;
 //!   `lastTransitionTime` moves only when a condition's status changes. The host adds its own
 //!   `Synced` condition (True after a successful reconcile, False with the error after a failed one).
+
+pub mod owned;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -92,6 +96,7 @@ pub fn plan(
 ) -> Plan {
     let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
     let owner = owner_reference(parent);
+    let manager = info.field_manager();
     let mut children = Vec::with_capacity(desired.children.len());
     let mut matched = vec![false; observed.len()];
     for child in &desired.children {
@@ -110,7 +115,9 @@ pub fn plan(
             None => Action::Create,
             Some(i) => {
                 matched[i] = true;
-                if is_subset(&body, &observed[i]) {
+                let owned_kept = owned::applied_by(&observed[i], &manager)
+                    .is_none_or(|fields| owned::covers(fields, &body));
+                if owned_kept && is_subset(&body, &observed[i]) {
                     Action::Unchanged
                 } else {
                     Action::Update
@@ -376,6 +383,22 @@ mod tests {
         assert_eq!(plan.children[1].action, Action::Delete);
         assert_eq!(plan.children[1].name, "gone");
         assert_eq!(plan.children[1].uid.as_deref(), Some("uid-gone"));
+    }
+
+    #[test]
+    fn child_that_lost_a_field_the_plugin_applied_should_be_updated() {
+        let mut obs = observed("x", json!({"k": "v", "gone": "w"}));
+        obs["metadata"]["managedFields"] = json!([{
+            "manager": "reconhost/webapp", "operation": "Apply", "apiVersion": "v1",
+            "fieldsV1": {"f:data": {".": {}, "f:k": {}, "f:gone": {}},
+                         "f:metadata": {"f:ownerReferences": {"k:{\"uid\":\"u-1\"}": {}}}}
+        }]);
+        let now_desired = desired(vec![cm("x", json!({"k": "v"}))]);
+        let plan_after_removal = plan(&info(), &parent(), &now_desired, &[obs.clone()], "T0");
+        assert_eq!(plan_after_removal.children[0].action, Action::Update);
+        let both = desired(vec![cm("x", json!({"k": "v", "gone": "w"}))]);
+        let steady = plan(&info(), &parent(), &both, &[obs], "T0");
+        assert_eq!(steady.children[0].action, Action::Unchanged);
     }
 
     #[test]

@@ -54,7 +54,12 @@ pub struct ControlPlane {
     server: String,
     /// Started components in start order; stopped in reverse.
     components: Vec<Component>,
+    /// How kube-apiserver was started (binary, arguments), to start it again the same way.
+    api_server: (PathBuf, Vec<String>),
 }
+
+/// Where kube-apiserver sits in [`ControlPlane::components`].
+const API_SERVER: usize = 1;
 
 impl ControlPlane {
     /// Starts etcd, kube-apiserver and kube-controller-manager and waits until the API server is
@@ -72,6 +77,7 @@ impl ControlPlane {
             dir: dir.clone(),
             server: String::new(),
             components: Vec::new(),
+            api_server: (binaries.kube_apiserver.clone(), Vec::new()),
         };
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs).map_err(io(format!("creating {}", logs.display())))?;
@@ -137,14 +143,13 @@ impl ControlPlane {
             "--max-mutating-requests-inflight=500".to_owned(),
         ];
         plane.spawn("kube-apiserver", &binaries.kube_apiserver, &api_args, &logs)?;
+        plane.api_server.1 = api_args;
         write(
             &plane.kubeconfig(),
             &kubeconfig_json(&plane.server, &pki, "admin"),
         )?;
+        plane.wait_api_ready().await?;
         let client = plane.client().await?;
-        plane
-            .wait_ready_async(1, || api_ready(client.clone(), api_port))
-            .await?;
         crate::crds::install(&client, &options.crds).await?;
 
         let kcm_args = vec![
@@ -164,6 +169,39 @@ impl ControlPlane {
         )?;
         plane.check_alive()?;
         Ok(plane)
+    }
+
+    /// Stops kube-apiserver (SIGTERM, as a rolling upgrade does), keeps it down for `down`, and
+    /// starts it again on the same port with the same flags; returns once it is ready. etcd keeps
+    /// running, so every object survives; every client connection and watch is cut, and a watch
+    /// that resumes from a resourceVersion older than the new server's watch cache is told 410
+    /// Gone and must relist.
+    pub async fn restart_api_server(&mut self, down: Duration) -> Result<(), Error> {
+        self.components[API_SERVER].stop(STOP_GRACE);
+        tokio::time::sleep(down).await;
+        let logs = self.dir.join("logs");
+        // The first run's log is kept beside the new one.
+        let log = logs.join("kube-apiserver.log");
+        let _ = std::fs::rename(&log, logs.join("kube-apiserver.previous.log"));
+        let (program, args) = self.api_server.clone();
+        let component = Component::spawn("kube-apiserver", &program, &args, &logs)?;
+        if let Some(pid) = component.pid() {
+            registry::record_component(&self.dir, "kube-apiserver", pid)?;
+        }
+        self.components[API_SERVER] = component;
+        self.wait_api_ready().await
+    }
+
+    async fn wait_api_ready(&mut self) -> Result<(), Error> {
+        let port = self
+            .server
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("the server URL ends in its port");
+        let client = self.client().await?;
+        self.wait_ready_async(API_SERVER, || api_ready(client.clone(), port))
+            .await
     }
 
     fn spawn(

@@ -118,6 +118,11 @@ impl Host {
         self.process.log()
     }
 
+    /// Fails with the tail of its log if the process has exited.
+    pub fn check_alive(&mut self) -> Result<(), Error> {
+        self.process.check_alive()
+    }
+
     /// Its process id.
     pub fn pid(&self) -> Option<u32> {
         self.process.pid()

@@ -67,6 +67,15 @@ impl ApplyError {
     }
 }
 
+/// An object as the API server returned it after a write, for the caches.
+#[derive(Debug)]
+pub struct Written {
+    /// Its kind.
+    pub kind: GroupKind,
+    /// The object.
+    pub object: DynamicObject,
+}
+
 /// Applies plans for one plugin.
 pub struct Applier {
     client: kube::Client,
@@ -105,25 +114,51 @@ impl Applier {
     }
 
     /// Carries out `plan` for `parent`: finalizer added, children applied and deleted, status
-    /// written, finalizer removed — stopping at the first failure.
-    pub async fn apply(&self, parent: &Value, plan: &Plan) -> Result<(), ApplyError> {
+    /// written, finalizer removed — stopping at the first failure. Returns what the API server
+    /// answered to each write, so the caller can bring its caches up to date.
+    pub async fn apply(&self, parent: &Value, plan: &Plan) -> Result<Vec<Written>, ApplyError> {
+        let mut written = Vec::new();
+        let parent_kind = GroupKind {
+            group: self.parent.resource.group.clone(),
+            kind: self.parent.resource.kind.clone(),
+        };
+        let parent_written = |object: Option<DynamicObject>, written: &mut Vec<Written>| {
+            if let Some(object) = object {
+                written.push(Written {
+                    kind: parent_kind.clone(),
+                    object,
+                });
+            }
+        };
         if plan.finalizer == Some(FinalizerAction::Add) {
-            self.finalizer(parent, FinalizerAction::Add).await?;
+            let object = self.finalizer(parent, FinalizerAction::Add).await?;
+            parent_written(object, &mut written);
         }
         let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
         for child in &plan.children {
-            self.child(namespace, child).await?;
+            if let Some(object) = self.child(namespace, child).await? {
+                written.push(Written {
+                    kind: GroupKind::from(&child.kind),
+                    object,
+                });
+            }
         }
         if let Some(status) = &plan.status {
-            self.status(parent, status).await?;
+            let object = self.status(parent, status).await?;
+            parent_written(Some(object), &mut written);
         }
         if plan.finalizer == Some(FinalizerAction::Remove) {
-            self.finalizer(parent, FinalizerAction::Remove).await?;
+            let object = self.finalizer(parent, FinalizerAction::Remove).await?;
+            parent_written(object, &mut written);
         }
-        Ok(())
+        Ok(written)
     }
 
-    async fn child(&self, namespace: &str, child: &ChildPlan) -> Result<(), ApplyError> {
+    async fn child(
+        &self,
+        namespace: &str,
+        child: &ChildPlan,
+    ) -> Result<Option<DynamicObject>, ApplyError> {
         let action = match child.action {
             Action::Create => "create",
             Action::Update => "update",
@@ -132,7 +167,7 @@ impl Applier {
         };
         self.metrics.apply(action);
         if child.action == Action::Unchanged {
-            return Ok(());
+            return Ok(None);
         }
         let target = format!("{} {namespace}/{}", child.kind.kind, child.name);
         let Some(kind) = self.children.get(&GroupKind::from(&child.kind)) else {
@@ -150,15 +185,15 @@ impl Applier {
                 ..DeleteParams::default()
             };
             match api.delete(&child.name, &params).await {
-                Ok(_) => Ok(()),
+                Ok(_) => Ok(None),
                 // Already gone: what was wanted.
-                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
                 Err(e) => Err(e),
             }
         } else {
             api.patch(&child.name, &self.patch, &Patch::Apply(&child.object))
                 .await
-                .map(drop)
+                .map(Some)
         };
         debug!(plugin = %self.info.name, %target, action, "child");
         let verb = if child.action == Action::Delete {
@@ -169,8 +204,12 @@ impl Applier {
         result.map_err(|source| self.failed(verb, target, source))
     }
 
-    /// Writes the parent's status.
-    pub async fn status(&self, parent: &Value, status: &Value) -> Result<(), ApplyError> {
+    /// Writes the parent's status; returns the parent as the API server now has it.
+    pub async fn status(
+        &self,
+        parent: &Value,
+        status: &Value,
+    ) -> Result<DynamicObject, ApplyError> {
         let name = parent["metadata"]["name"].as_str().unwrap_or("");
         let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
         let body = json!({
@@ -191,12 +230,14 @@ impl Applier {
             self.parent.resource.kind,
             crate::model::object_ref(parent)
         );
-        result
-            .map(drop)
-            .map_err(|source| self.failed("status", target, source))
+        result.map_err(|source| self.failed("status", target, source))
     }
 
-    async fn finalizer(&self, parent: &Value, action: FinalizerAction) -> Result<(), ApplyError> {
+    async fn finalizer(
+        &self,
+        parent: &Value,
+        action: FinalizerAction,
+    ) -> Result<Option<DynamicObject>, ApplyError> {
         let name = parent["metadata"]["name"].as_str().unwrap_or("");
         let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
         let ours = self.info.finalizer_name();
@@ -224,10 +265,10 @@ impl Applier {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(object) => Ok(Some(object)),
             // Removing from a parent that is already gone is done.
             Err(kube::Error::Api(s)) if s.code == 404 && action == FinalizerAction::Remove => {
-                Ok(())
+                Ok(None)
             }
             Err(source) => Err(self.failed("finalizer", target, source)),
         }

@@ -3,7 +3,9 @@
 //! A kind is resolved once through discovery, then watched with kube-runtime's watcher, which
 //! relists on 410 Gone, asks for bookmarks and reconnects with backoff (800 ms doubling to 30 s,
 //! jittered, like client-go's reflector). Objects are cached as JSON, the form plugins receive,
-//! without `managedFields` (the largest part of most objects and of no use to a plugin). The
+//! without `managedFields` (the largest part of most objects and of no use to a plugin) except
+//! the entries of reconhost's own field managers, which the planner needs to see a field the
+//! plugin stopped setting; [`plugin_view`] takes those out of what a plugin is given. The
 //! cache keeps two indexes: by namespace, for `list`, and by controller-owner UID, for gathering a
 //! parent's children without a scan.
 //!
@@ -118,20 +120,31 @@ impl Informer {
         }
     }
 
-    /// Caches an object and tells the handlers, unless the cache already held this version (a
-    /// relist replays every object; only real changes become work).
+    /// Caches an object and tells the handlers, unless the cache already holds this version or
+    /// a newer one (a relist replays every object, and a write the host observed may be ahead of
+    /// the watch; only real changes become work).
     fn apply(&self, object: Value, initial: bool) {
-        let (old, new) = self.store.upsert(object);
-        let unchanged = old.as_ref().is_some_and(|o| {
-            o["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"]
-        });
-        if !unchanged {
-            self.notify(&Change {
-                old: old.as_deref(),
-                new: Some(&new),
-                initial,
-            });
+        let key = ObjectKey::of(&object);
+        if let Some(cached) = self.store.get(&key.namespace, &key.name)
+            && !is_newer(&object, &cached)
+        {
+            return;
         }
+        let (old, new) = self.store.upsert(object);
+        self.notify(&Change {
+            old: old.as_deref(),
+            new: Some(&new),
+            initial,
+        });
+    }
+
+    /// Caches the API server's answer to a write the host made, so the next reconcile reads what
+    /// was written rather than an older version from a watch that has not caught up. Handlers
+    /// hear of it as of any change (another plugin may depend on the object); the watch event
+    /// that follows is then a replay and ignored.
+    pub fn observe_write(&self, object: DynamicObject) {
+        let object = self.normalize(object);
+        self.apply(object, false);
     }
 
     fn delete(&self, key: &ObjectKey) {
@@ -145,9 +158,25 @@ impl Informer {
     }
 
     /// The object as the cache holds it: typed (list items arrive without apiVersion and kind)
-    /// and without managedFields.
+    /// and without managedFields other than what reconhost's managers applied.
     fn normalize(&self, mut object: DynamicObject) -> Value {
-        object.metadata.managed_fields = None;
+        object.metadata.managed_fields = object
+            .metadata
+            .managed_fields
+            .take()
+            .map(|entries| {
+                entries
+                    .into_iter()
+                    .filter(|e| {
+                        e.manager
+                            .as_deref()
+                            .is_some_and(|m| m.starts_with(FIELD_MANAGER_PREFIX))
+                            && e.operation.as_deref() == Some("Apply")
+                            && e.subresource.as_deref().unwrap_or("").is_empty()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .filter(|kept| !kept.is_empty());
         object.types = Some(TypeMeta {
             api_version: self.kind.resource.api_version.clone(),
             kind: self.kind.resource.kind.clone(),
@@ -194,6 +223,34 @@ impl Informer {
                 Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
             }
         }
+    }
+}
+
+/// What every field manager of the host starts with (`reconhost/<plugin>`).
+const FIELD_MANAGER_PREFIX: &str = "reconhost/";
+
+/// A cached object as a plugin is given it: without the managedFields the cache keeps for the
+/// planner (a plugin has no use for them, and they would make its input depend on the host).
+pub fn plugin_view(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    object
+}
+
+/// Whether `object` is a newer version than `cached`. resourceVersions are opaque strings to
+/// clients, but the API server serves etcd revisions, which grow; when either does not parse as
+/// one, the incoming object wins, as it would without the comparison.
+fn is_newer(object: &Value, cached: &Value) -> bool {
+    let rv = |o: &Value| o["metadata"]["resourceVersion"].as_str().map(str::to_owned);
+    match (rv(object), rv(cached)) {
+        (Some(a), Some(b)) if a == b => false,
+        (Some(a), Some(b)) => match (a.parse::<u64>(), b.parse::<u64>()) {
+            (Ok(a), Ok(b)) => a > b,
+            _ => true,
+        },
+        _ => true,
     }
 }
 
@@ -313,10 +370,7 @@ impl CacheReader {
 impl ObjectReader for CacheReader {
     fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<Value> {
         let informer = self.stores.get(&GroupKind::from(kind))?;
-        informer
-            .store
-            .get(namespace, name)
-            .map(|o| Value::clone(&o))
+        informer.store.get(namespace, name).map(|o| plugin_view(&o))
     }
 
     fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<Value> {
@@ -327,7 +381,7 @@ impl ObjectReader for CacheReader {
             .store
             .list(namespace, selector)
             .iter()
-            .map(|o| Value::clone(o))
+            .map(|o| plugin_view(o))
             .collect()
     }
 }
@@ -348,7 +402,7 @@ mod tests {
     }
 
     #[test]
-    fn informer_should_not_notify_a_replayed_version() {
+    fn informer_should_not_notify_a_replayed_or_older_version() {
         let informer = Informer::new(ResolvedKind {
             resource: ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
             namespaced: true,
@@ -366,6 +420,9 @@ mod tests {
         let mut newer = object("a", "x", None, json!({}));
         newer["metadata"]["resourceVersion"] = json!("2");
         informer.apply(newer, false);
+        let mut stale = object("a", "x", None, json!({}));
+        stale["metadata"]["resourceVersion"] = json!("1");
+        informer.apply(stale, false);
         informer.delete(&ObjectKey::new("a", "x"));
         informer.delete(&ObjectKey::new("a", "x"));
         assert_eq!(

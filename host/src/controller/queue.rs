@@ -144,12 +144,16 @@ impl<K: Clone + Eq + Hash + Ord> Drop for Lease<K> {
         let mut state = self.shared.lock();
         if let Some(started) = state.processing.remove(&self.key) {
             let held = Instant::now().saturating_duration_since(started);
-            self.shared.metrics.work_duration.observe(held.as_secs_f64());
+            self.shared
+                .metrics
+                .work_duration
+                .observe(held.as_secs_f64());
         }
         if let Some(priority) = state.again.remove(&self.key)
             && !state.shut_down
         {
-            self.shared.make_ready(&mut state, self.key.clone(), priority);
+            self.shared
+                .make_ready(&mut state, self.key.clone(), priority);
         }
     }
 }
@@ -166,7 +170,9 @@ impl<K: Clone + Eq + Hash + Ord> Shared<K> {
         }
         state.seq += 1;
         let seq = state.seq;
-        state.ready.insert(key.clone(), (priority, seq, Instant::now()));
+        state
+            .ready
+            .insert(key.clone(), (priority, seq, Instant::now()));
         state.deque(priority).push_back((key, seq));
         state.depth[priority as usize] += 1;
         self.metrics.adds.inc();
@@ -209,7 +215,9 @@ impl<K: Clone + Eq + Hash + Ord> Shared<K> {
     /// `workqueue_depth` counts ready keys only, as controller-runtime's priority queue does: a
     /// delayed key is counted when its delay ends.
     fn set_depth(&self, state: &State<K>) {
-        self.metrics.depth_low.set(state.depth[Priority::Low as usize]);
+        self.metrics
+            .depth_low
+            .set(state.depth[Priority::Low as usize]);
         self.metrics
             .depth_normal
             .set(state.depth[Priority::Normal as usize]);
@@ -513,7 +521,10 @@ mod tests {
         q.add_after("b", Duration::from_secs(1));
         drop(next(&q).await);
         tokio::time::sleep(Duration::from_secs(5)).await;
-        assert!(nothing_ready(&q).await, "add_after of a ready key is a no-op");
+        assert!(
+            nothing_ready(&q).await,
+            "add_after of a ready key is a no-op"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -589,26 +600,50 @@ mod tests {
             }
         }
         let n = STARVATION_LIMIT + 1;
-        assert_eq!(low_at, [(n, 1000), (2 * n, 1001)], "FIFO among low, one per {n}");
+        assert_eq!(
+            low_at,
+            [(n, 1000), (2 * n, 1001)],
+            "FIFO among low, one per {n}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn depth_should_count_ready_keys_per_priority() {
-        let metrics = QueueMetrics::detached();
+        let registry = crate::metrics::Metrics::new();
+        let metrics = registry.queue("q");
         let q = WorkQueue::new(metrics.clone(), Backoff::default());
         q.add("a", Priority::Low);
         q.add("b", Priority::Low);
         q.add("c", Priority::Normal);
         q.add_after("d", Duration::from_secs(1));
-        assert_eq!((metrics.depth_normal.get(), metrics.depth_low.get()), (1, 2));
+        assert_eq!(
+            (metrics.depth_normal.get(), metrics.depth_low.get()),
+            (1, 2)
+        );
         q.add("b", Priority::Normal);
-        assert_eq!((metrics.depth_normal.get(), metrics.depth_low.get()), (2, 1));
+        assert_eq!(
+            (metrics.depth_normal.get(), metrics.depth_low.get()),
+            (2, 1)
+        );
         let c = next(&q).await;
-        assert_eq!((metrics.depth_normal.get(), metrics.depth_low.get()), (1, 1));
-        assert_eq!(metrics.adds.get(), 3, "the raise and the delay are not adds");
+        assert_eq!(
+            (metrics.depth_normal.get(), metrics.depth_low.get()),
+            (1, 1)
+        );
+        assert_eq!(
+            metrics.adds.get(),
+            3,
+            "the raise and the delay are not adds"
+        );
         assert_eq!(metrics.retries.get(), 1);
         drop(c);
-        assert_eq!(metrics.work_duration.count(), 1, "one lease observed");
+        let text = registry.encode();
+        for observed in ["queue", "work"] {
+            let count = format!(
+                r#"workqueue_{observed}_duration_seconds_count{{name="q",controller="q"}} 1"#
+            );
+            assert!(text.contains(&count), "{count} missing from:\n{text}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
-use super::applier::{Applier, ApplyError};
+use super::applier::{Applier, ApplyError, Written};
 use super::deps::Dependencies;
-use super::informer::{CacheReader, Informer, ObjectKey};
+use super::informer::{CacheReader, Informer, ObjectKey, plugin_view};
 use super::workers::Next;
 use crate::metrics::PluginMetrics;
 use crate::model::{Event, EventType, ReconcileRequest, object_ref};
@@ -102,15 +102,17 @@ impl Reconciler {
         if deleting && !has_finalizer {
             return Next::Done;
         }
-        let children: Vec<Value> = self
+        // The planner compares against the cached children, which keep the host's own
+        // managedFields entries; the plugin gets them without.
+        let observed: Vec<Value> = self
             .children
             .iter()
             .flat_map(|i| i.store().controlled_by(&uid))
             .map(|c| Value::clone(&c))
             .collect();
         let request = ReconcileRequest {
-            parent: Value::clone(&parent),
-            children,
+            parent: plugin_view(&parent),
+            children: observed.iter().map(plugin_view).collect(),
             config: self.config.clone(),
             finalizing: deleting,
         };
@@ -141,11 +143,12 @@ impl Reconciler {
             self.plugin.info(),
             &request.parent,
             &outcome.desired,
-            &request.children,
+            &observed,
             &now(),
         );
-        if let Err(error) = self.applier.apply(&request.parent, &plan).await {
-            return self.apply_failed(key, &request.parent, error).await;
+        match self.applier.apply(&request.parent, &plan).await {
+            Ok(written) => self.observe(written),
+            Err(error) => return self.apply_failed(key, &request.parent, error).await,
         }
         self.applier
             .events(&request.parent, &outcome.desired.events)
@@ -209,11 +212,14 @@ impl Reconciler {
 
     /// Shows a failure on the parent: `Synced=False` with the message, and a Warning event.
     async fn report(&self, parent: &Value, reason: &str, message: &str) {
-        if let Some(status) = planner::failure_status(parent, reason, message, &now())
-            && let Err(error) = self.applier.status(parent, &status).await
-        {
-            warn!(plugin = %self.plugin.info().name, parent = %object_ref(parent), %error,
-                  "writing the failure condition failed");
+        if let Some(status) = planner::failure_status(parent, reason, message, &now()) {
+            match self.applier.status(parent, &status).await {
+                Ok(object) => self.parents.observe_write(object),
+                Err(error) => {
+                    warn!(plugin = %self.plugin.info().name, parent = %object_ref(parent),
+                                    %error, "writing the failure condition failed")
+                }
+            }
         }
         let event = Event {
             type_: EventType::Warning,
@@ -221,6 +227,21 @@ impl Reconciler {
             message: message.to_owned(),
         };
         self.applier.events(parent, &[event]).await;
+    }
+
+    /// Brings the caches up to date with what the API server answered to our writes.
+    fn observe(&self, written: Vec<Written>) {
+        for Written { kind, object } in written {
+            let informer = std::iter::once(&self.parents)
+                .chain(&self.children)
+                .find(|i| {
+                    let r = &i.kind().resource;
+                    r.group == kind.group && r.kind == kind.kind
+                });
+            if let Some(informer) = informer {
+                informer.observe_write(object);
+            }
+        }
     }
 
     fn remember_permanent(&self, key: &ObjectKey, parent: &Value) {

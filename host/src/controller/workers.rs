@@ -1,33 +1,45 @@
 //! The worker pool of one controller: a bounded number of workers take keys from its queue, each
 //! also holding one permit of the host-wide semaphore while it reconciles.
 //!
-//! A worker takes its key first and its permit second: an idle worker never sits on a permit
-//! another plugin could use. tokio's semaphore hands out permits in FIFO order, so a plugin with
-//! a deep backlog takes its turn with the others instead of starving them.
+//! A worker takes its key first and its permit second, so an idle worker never sits on a permit
+//! another plugin could use. tokio's semaphore is fair: permits go to waiters in FIFO order, so
+//! a plugin with a deep backlog (and a waiter per worker) takes its turn with the others rather
+//! than winning every free permit; a quiet plugin's next reconcile waits at most for the waiters
+//! already in line, not for the busy plugin's backlog.
+//!
+//! Shutdown: the queue's `shutdown` makes every idle worker's `get` return `None`; a worker in
+//! the middle of a reconcile finishes it, applies the result and then sees `None`. [`run`]
+//! returns once every worker has, which is the graceful drain; the caller bounds it with a
+//! timeout. Dropping the [`run`] future instead aborts the workers and their reconciles.
 
+use std::any::Any;
 use std::future::Future;
 use std::hash::Hash;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tokio::time::Instant;
+use tokio::time::{Instant, MissedTickBehavior};
 use tracing::error;
 
 use super::queue::WorkQueue;
 use crate::metrics::ControllerMetrics;
 
-/// What to do with a key after its reconcile.
+/// What to do with a key after its reconcile (controller-runtime's `reconcileHandler`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
-    /// Succeeded: reset its backoff.
+    /// Succeeded: reset its backoff. Counted as `result="success"`.
     Done,
-    /// Succeeded, and the plugin asked to be called again after this long.
+    /// Succeeded, and the plugin asked to be called again after this long: reset the backoff
+    /// and add it after the delay. Counted as `result="requeue_after"`.
     RequeueAfter(Duration),
-    /// Failed: retry after the key's backoff.
+    /// Failed: retry after the key's backoff. Counted as `result="error"`.
     Retry,
-    /// Failed for good: do not retry until something changes.
+    /// Failed for good (controller-runtime's `TerminalError`): reset the backoff and do not
+    /// retry until something adds the key again. Counted as an error and a terminal error.
     Terminal,
 }
 
@@ -35,8 +47,12 @@ pub enum Next {
 const UNFINISHED_WORK_PERIOD: Duration = Duration::from_millis(500);
 
 /// Runs `workers` workers on `queue` until it is shut down and every in-flight reconcile has
-/// finished. A panic in `handler` counts as a failure to retry (controller-runtime's
-/// `RecoverPanic`), not as the end of the worker.
+/// finished; `0` counts as one.
+///
+/// A panic in `handler` counts as [`Next::Retry`] (controller-runtime's `RecoverPanic`,
+/// default on) rather than ending the worker. The handler runs inside its worker under
+/// `catch_unwind` rather than in a task of its own: a spawned handler would outlive its worker
+/// if the pool were aborted, and run on after its lease had released the key to someone else.
 pub async fn run<K, F, Fut>(
     queue: WorkQueue<K>,
     workers: usize,
@@ -48,21 +64,13 @@ pub async fn run<K, F, Fut>(
     F: Fn(K) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Next> + Send + 'static,
 {
+    let workers = workers.max(1);
     metrics
         .max_concurrent
         .set(i64::try_from(workers).unwrap_or(i64::MAX));
     let handler = Arc::new(handler);
-    let ticker = {
-        let queue = queue.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(UNFINISHED_WORK_PERIOD).await;
-                queue.update_unfinished_work();
-            }
-        })
-    };
     let mut pool = JoinSet::new();
-    for _ in 0..workers.max(1) {
+    for _ in 0..workers {
         pool.spawn(worker(
             queue.clone(),
             global.clone(),
@@ -70,8 +78,20 @@ pub async fn run<K, F, Fut>(
             handler.clone(),
         ));
     }
-    while pool.join_next().await.is_some() {}
-    ticker.abort();
+    let mut tick = tokio::time::interval(UNFINISHED_WORK_PERIOD);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            joined = pool.join_next() => match joined {
+                None => break,
+                // A worker only ends early on a bug outside the handler; the others go on.
+                Some(Err(e)) => error!(error = %e, "reconcile worker failed"),
+                Some(Ok(())) => {}
+            },
+            _ = tick.tick() => queue.update_unfinished_work(),
+        }
+    }
+    queue.update_unfinished_work();
 }
 
 async fn worker<K, F, Fut>(
@@ -85,21 +105,28 @@ async fn worker<K, F, Fut>(
     Fut: Future<Output = Next> + Send + 'static,
 {
     while let Some(lease) = queue.get().await {
-        let Ok(_permit) = global.acquire().await else {
+        let Ok(permit) = global.acquire().await else {
             return; // the semaphore was closed: the host is going away
         };
         let key = lease.key().clone();
         metrics.active.inc();
         let start = Instant::now();
-        let next = match tokio::spawn(handler(key.clone())).await {
+        // Calling the handler inside the async block catches a panic while creating the future
+        // as well as while polling it. Unwind safety: after a panic the future is dropped and
+        // nothing it borrowed is reused; the queue's lock is never held across the call.
+        let call = AssertUnwindSafe(async { handler(key.clone()).await });
+        let next = match call.catch_unwind().await {
             Ok(next) => next,
-            Err(e) => {
-                error!(key = ?key, error = %e, "reconcile panicked; retrying with backoff");
+            Err(panic) => {
+                let panic = panic_message(&*panic);
+                error!(key = ?key, panic, "reconcile panicked; retrying with backoff");
+                metrics.panics.inc();
                 Next::Retry
             }
         };
         metrics.time.observe(start.elapsed().as_secs_f64());
         metrics.active.dec();
+        drop(permit);
         match next {
             Next::Done => {
                 queue.forget(&key);
@@ -122,8 +149,18 @@ async fn worker<K, F, Fut>(
                 metrics.terminal.inc();
             }
         }
+        // Done only after the result is applied (controller-runtime defers Done too): the key's
+        // backoff bookkeeping happens while no other worker can hold the key.
         drop(lease);
     }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)")
 }
 
 #[cfg(test)]
@@ -156,6 +193,7 @@ mod tests {
         }
     }
 
+    /// A handler that takes 100 ms, counted in `gauges`, and then counts itself `done`.
     fn slow(
         gauges: Vec<Arc<Gauge>>,
         done: Arc<AtomicUsize>,
@@ -172,6 +210,13 @@ mod tests {
         }
     }
 
+    /// Sleeps in 1 ms steps of paused time until `done` holds.
+    async fn until(done: impl Fn() -> bool) {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn concurrency_should_be_bounded_per_controller_and_in_total() {
         let total = Arc::new(Gauge::default());
@@ -183,11 +228,12 @@ mod tests {
             qa.add(k, Priority::Normal);
             qb.add(k, Priority::Normal);
         }
+        let metrics = ControllerMetrics::detached();
         let pa = tokio::spawn(run(
             qa.clone(),
             2,
             global.clone(),
-            ControllerMetrics::detached(),
+            metrics.clone(),
             slow(vec![a.clone(), total.clone()], done.clone()),
         ));
         let pb = tokio::spawn(run(
@@ -197,16 +243,17 @@ mod tests {
             ControllerMetrics::detached(),
             slow(vec![b.clone(), total.clone()], done.clone()),
         ));
-        while done.load(Ordering::SeqCst) < 40 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        until(|| done.load(Ordering::SeqCst) == 40).await;
         qa.shutdown();
         qb.shutdown();
-        pa.await.unwrap();
-        pb.await.unwrap();
-        assert_eq!(a.max.load(Ordering::SeqCst), 2);
-        assert!(b.max.load(Ordering::SeqCst) <= 3);
-        assert_eq!(total.max.load(Ordering::SeqCst), 3);
+        pa.await.expect("pool a");
+        pb.await.expect("pool b");
+        assert_eq!(a.max.load(Ordering::SeqCst), 2, "pool a's 2 workers");
+        assert!(b.max.load(Ordering::SeqCst) <= 3, "pool b within the total");
+        assert_eq!(total.max.load(Ordering::SeqCst), 3, "the 3 global permits");
+        assert_eq!(metrics.max_concurrent.get(), 2);
+        assert_eq!(metrics.active.get(), 0);
+        assert_eq!(metrics.success.get(), 20);
     }
 
     #[tokio::test(start_paused = true)]
@@ -217,6 +264,7 @@ mod tests {
         for k in 0..1000 {
             busy.add(k, Priority::Normal);
         }
+        // More workers than permits: the busy pool always has waiters on the semaphore.
         let pool = tokio::spawn(run(
             busy.clone(),
             8,
@@ -234,18 +282,16 @@ mod tests {
             ControllerMetrics::detached(),
             slow(vec![], quiet_done.clone()),
         ));
-        while quiet_done.load(Ordering::SeqCst) == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        until(|| quiet_done.load(Ordering::SeqCst) == 1).await;
         let behind = 1000 - busy_done.load(Ordering::SeqCst);
         assert!(
             behind > 900,
-            "the quiet controller got its turn while {behind} busy keys waited"
+            "the quiet controller waited until only {behind} busy keys were left"
         );
         busy.shutdown();
         quiet.shutdown();
-        pool.await.unwrap();
-        quiet_pool.await.unwrap();
+        pool.await.expect("busy pool");
+        quiet_pool.await.expect("quiet pool");
     }
 
     #[tokio::test(start_paused = true)]
@@ -257,49 +303,78 @@ mod tests {
         let handler = move |_: u32| {
             let seen = seen.clone();
             async move {
-                let mut t = seen.lock().unwrap();
+                let mut t = seen.lock().expect("test lock");
                 t.push(start.elapsed().as_millis());
-                if t.len() < 4 {
-                    Next::Retry
-                } else if t.len() == 4 {
-                    Next::RequeueAfter(Duration::from_secs(3))
-                } else {
-                    Next::Done
+                match t.len() {
+                    1..=3 => Next::Retry,
+                    4 => Next::RequeueAfter(Duration::from_secs(3)),
+                    5 => Next::Retry,
+                    _ => Next::Done,
                 }
             }
         };
         q.add(7, Priority::Normal);
+        let metrics = ControllerMetrics::detached();
         let pool = tokio::spawn(run(
             q.clone(),
             1,
             Arc::new(Semaphore::new(1)),
-            ControllerMetrics::detached(),
+            metrics.clone(),
             handler,
         ));
-        while times.lock().unwrap().len() < 5 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        until(|| times.lock().expect("test lock").len() == 6).await;
         q.shutdown();
-        pool.await.unwrap();
-        let t = times.lock().unwrap().clone();
+        pool.await.expect("pool");
+        let t = times.lock().expect("test lock").clone();
         let gaps: Vec<u128> = t.windows(2).map(|w| w[1] - w[0]).collect();
-        assert_eq!(gaps, [5, 10, 20, 3000], "attempts at {t:?}");
+        // 5, 10, 20 ms of backoff; the requeue waits 3 s and resets the backoff to 5 ms.
+        assert_eq!(gaps, [5, 10, 20, 3000, 5], "attempts at {t:?}");
+        assert_eq!(q.num_requeues(&7), 0, "success forgets");
+        assert_eq!(
+            (metrics.error.get(), metrics.errors.get()),
+            (4, 4),
+            "four retries"
+        );
+        assert_eq!(metrics.requeue_after.get(), 1);
+        assert_eq!(metrics.success.get(), 1);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_panic_should_be_retried_and_shutdown_should_wait_for_in_flight_work() {
+    async fn terminal_should_count_an_error_and_not_retry() {
         let q = queue();
         let calls = Arc::new(AtomicUsize::new(0));
-        let finished = Arc::new(AtomicUsize::new(0));
-        let (c, f) = (calls.clone(), finished.clone());
+        let c = calls.clone();
         let handler = move |_: u32| {
-            let (c, f) = (c.clone(), f.clone());
+            c.fetch_add(1, Ordering::SeqCst);
+            async { Next::Terminal }
+        };
+        q.add(1, Priority::Normal);
+        let metrics = ControllerMetrics::detached();
+        let pool = tokio::spawn(run(
+            q.clone(),
+            1,
+            Arc::new(Semaphore::new(1)),
+            metrics.clone(),
+            handler,
+        ));
+        tokio::time::sleep(Duration::from_secs(2000)).await;
+        q.shutdown();
+        pool.await.expect("pool");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(metrics.terminal.get(), 1);
+        assert_eq!(metrics.errors.get(), 1);
+        assert_eq!(metrics.error.get(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panic_should_count_as_a_retry() {
+        let q = queue();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let handler = move |_: u32| {
+            let first = c.fetch_add(1, Ordering::SeqCst) == 0;
             async move {
-                if c.fetch_add(1, Ordering::SeqCst) == 0 {
-                    panic!("a plugin bug");
-                }
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                f.fetch_add(1, Ordering::SeqCst);
+                assert!(!first, "a plugin bug");
                 Next::Done
             }
         };
@@ -312,17 +387,49 @@ mod tests {
             metrics.clone(),
             handler,
         ));
-        while calls.load(Ordering::SeqCst) < 2 {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        until(|| calls.load(Ordering::SeqCst) == 2).await;
+        tokio::task::yield_now().await;
         q.shutdown();
-        pool.await.unwrap();
-        assert_eq!(
-            finished.load(Ordering::SeqCst),
-            1,
-            "the in-flight call finished before run returned"
-        );
+        pool.await.expect("the pool survives the panic");
+        assert_eq!(metrics.panics.get(), 1);
         assert_eq!(metrics.errors.get(), 1);
-        assert_eq!(metrics.success.get(), 1);
+        assert_eq!(metrics.success.get(), 1, "retried after the backoff");
+        assert_eq!(metrics.active.get(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_should_wait_for_in_flight_work() {
+        let q = queue();
+        let (started, finished) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (s, f) = (started.clone(), finished.clone());
+        let handler = move |_: u32| {
+            let (s, f) = (s.clone(), f.clone());
+            async move {
+                s.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                f.fetch_add(1, Ordering::SeqCst);
+                Next::Done
+            }
+        };
+        q.add(1, Priority::Normal);
+        q.add(2, Priority::Normal);
+        let start = Instant::now();
+        let pool = tokio::spawn(run(
+            q.clone(),
+            1,
+            Arc::new(Semaphore::new(1)),
+            ControllerMetrics::detached(),
+            handler,
+        ));
+        until(|| started.load(Ordering::SeqCst) == 1).await;
+        q.shutdown();
+        pool.await.expect("pool");
+        assert_eq!(finished.load(Ordering::SeqCst), 1, "key 1 finished");
+        assert_eq!(started.load(Ordering::SeqCst), 1, "key 2 never started");
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(5),
+            "run returned when key 1 did"
+        );
     }
 }

@@ -42,8 +42,14 @@ pub struct World {
 }
 
 impl World {
+    /// A world on the control plane `make test` started.
     pub async fn new(prefix: &str) -> Self {
         let cluster = TestCluster::from_env().expect("a control plane (run `make test`)");
+        Self::on(cluster, prefix).await
+    }
+
+    /// A world on a given control plane (one a test started for itself).
+    pub async fn on(cluster: TestCluster, prefix: &str) -> Self {
         let client = cluster.client().await.expect("a client");
         let namespace = reconhost_tests::support::namespace(&client, prefix).await;
         Self {
