@@ -1,17 +1,55 @@
-//! 1000 `webapp` parents on the real control plane: how long until every one has its children
-//! and status, how many API writes that took, and the host's memory. Run with `make bench-converge`
-//! (it starts its own control plane); the figures go to docs/BENCHMARKS.md.
+//! 1000 `webapp` parents on the real control plane, reconciled by the host and, side by side in
+//! the same run, by the same logic as a conventional kube-runtime operator (the baseline, in
+//! converge/native.rs): how long until every parent has its children and status, how many API
+//! writes that took, and each process's memory. Run with `make bench-converge` (it starts its
+//! own control plane); the figures go to docs/BENCHMARKS.md.
+//!
+//! Each variant gets a namespace of its own on the one control plane; rounds alternate which
+//! variant goes first, so neither always meets the fresher API server.
 //!
 //! Environment: `CONVERGE_PARENTS` (default 1000), `CONVERGE_WORKERS` (default 4, the host's
-//! `--max-concurrent-reconciles`).
+//! `--max-concurrent-reconciles` and the operator's concurrency), `CONVERGE_ROUNDS` (default 2).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "converge/native.rs"]
+mod native;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::World;
 use kube::api::ListParams;
+use reconhost_tests::process::Component;
+
+/// The two ways of running the same reconcile logic.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Variant {
+    Host,
+    Operator,
+}
+
+impl Variant {
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Host => "reconhost + webapp.wasm",
+            Variant::Operator => "kube-runtime operator",
+        }
+    }
+}
+
+/// What one run measured.
+struct Figures {
+    variant: Variant,
+    create: Duration,
+    converge: Duration,
+    reconciles: f64,
+    writes: usize,
+    steady_writes: usize,
+    idle_rss: f64,
+    rss: f64,
+    peak: f64,
+}
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -33,35 +71,110 @@ fn memory_mib(pid: u32) -> (f64, f64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
-async fn count_synced(world: &World) -> (usize, usize, usize) {
+/// Parents whose status reports their current generation and that own both children.
+async fn converged(world: &World) -> (usize, usize, usize) {
     let lp = ListParams::default();
     let parents = world.webapps().list(&lp).await.unwrap();
-    let synced = parents
+    let observed = parents
         .items
         .iter()
         .filter(|p| {
             let p = serde_json::to_value(p).unwrap();
-            common::condition(&p, "Synced").is_some_and(|c| c["status"] == "True")
+            p["status"]["observedGeneration"] == p["metadata"]["generation"]
         })
         .count();
     let deployments = world.deployments().list(&lp).await.unwrap().items.len();
     let services = world.services().list(&lp).await.unwrap().items.len();
-    (synced, deployments, services)
+    (observed, deployments, services)
 }
 
-#[tokio::main]
-async fn main() {
-    let parents = env_or("CONVERGE_PARENTS", 1000);
-    let workers = env_or("CONVERGE_WORKERS", 4);
-    let world = World::new("bench-converge").await;
-    let host = world
-        .host_with(
-            &["webapp"],
-            &[],
-            &[&format!("--max-concurrent-reconciles={workers}")],
-        )
-        .await;
-    let pid = host.pid().expect("the host runs");
+/// A controller process under test.
+enum Process {
+    Host(reconhost_tests::host::Host),
+    Operator(Component),
+}
+
+impl Process {
+    async fn start(variant: Variant, world: &World, workers: usize) -> Self {
+        match variant {
+            Variant::Host => Process::Host(
+                world
+                    .host_with(
+                        &["webapp"],
+                        &[],
+                        &[&format!("--max-concurrent-reconciles={workers}")],
+                    )
+                    .await,
+            ),
+            Variant::Operator => {
+                let log_dir =
+                    std::env::temp_dir().join(format!("reconhost-bench-{}", world.namespace));
+                std::fs::create_dir_all(&log_dir).unwrap();
+                let args = [
+                    "--native-operator".to_owned(),
+                    world.cluster.kubeconfig().display().to_string(),
+                    world.namespace.clone(),
+                    workers.to_string(),
+                ];
+                let exe = std::env::current_exe().unwrap();
+                let component = Component::spawn("native-webapp", &exe, &args, &log_dir).unwrap();
+                let log = component.log().to_owned();
+                reconhost_tests::support::eventually(
+                    Duration::from_secs(60),
+                    "the operator",
+                    || {
+                        let ready =
+                            std::fs::read_to_string(&log).is_ok_and(|l| l.contains("ready"));
+                        async move { ready.then_some(()) }
+                    },
+                )
+                .await;
+                Process::Operator(component)
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        match self {
+            Process::Host(h) => h.pid(),
+            Process::Operator(c) => c.pid(),
+        }
+        .expect("running")
+    }
+
+    async fn reconciles(&self) -> f64 {
+        match self {
+            Process::Host(h) => reconhost_tests::host::sample(
+                &h.metrics().await.unwrap(),
+                "controller_runtime_reconcile_total",
+                &[("controller", "webapp"), ("result", "success")],
+            )
+            .unwrap_or(0.0),
+            Process::Operator(c) => std::fs::read_to_string(c.log())
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.strip_prefix("reconciles ")?.parse().ok())
+                .last()
+                .unwrap_or(0.0),
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Process::Host(h) => h.stop(Duration::from_secs(10)),
+            Process::Operator(mut c) => c.stop(Duration::from_secs(5)),
+        }
+    }
+}
+
+async fn run(variant: Variant, parents: usize, workers: usize) -> Figures {
+    let world = World::new(match variant {
+        Variant::Host => "bench-host",
+        Variant::Operator => "bench-operator",
+    })
+    .await;
+    let process = Process::start(variant, &world, workers).await;
+    let pid = process.pid();
     let (_, idle_rss) = memory_mib(pid);
     let audit = world.cluster.audit_log();
     let writes_before = audit.events_in(&world.namespace).unwrap().len();
@@ -72,46 +185,128 @@ async fn main() {
             .create_webapp(&format!("app-{i:04}"), "nginx:1.27", 1)
             .await;
     }
-    let created = start.elapsed();
+    let create = start.elapsed();
     loop {
-        let (synced, deployments, services) = count_synced(&world).await;
-        if synced == parents && deployments == parents && services == parents {
+        let (observed, deployments, services) = converged(&world).await;
+        if observed == parents && deployments == parents && services == parents {
             break;
         }
         assert!(
             start.elapsed() < Duration::from_secs(900),
-            "no convergence in 15 min"
+            "{}: no convergence in 15 min ({observed} observed, {deployments} Deployments, \
+             {services} Services)",
+            variant.label()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let converged = start.elapsed();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let events = audit.events_in(&world.namespace).unwrap();
-    let writes: Vec<_> = events.iter().skip(writes_before).collect();
-    let by_host = writes
-        .iter()
-        .filter(|e| !(e.verb == "create" && e.request_uri.contains("/webapps")))
-        .count();
+    let converge = start.elapsed();
+    // Writes made by the controller: everything in the namespace but the benchmark's creates.
+    let controller_writes = || {
+        audit
+            .events_in(&world.namespace)
+            .unwrap()
+            .iter()
+            .skip(writes_before)
+            .filter(|e| !(e.verb == "create" && e.request_uri.contains("/webapps")))
+            .count()
+    };
+    // Let the last reconciles (woken by the final status writes) finish, then watch a quiet
+    // window: writes in it are writes in steady state.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let writes = controller_writes();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let steady_writes = controller_writes() - writes;
     let (peak, rss) = memory_mib(pid);
-    let metrics = host.metrics().await.unwrap();
-    let reconciles = reconhost_tests::host::sample(
-        &metrics,
-        "controller_runtime_reconcile_total",
-        &[("controller", "webapp"), ("result", "success")],
-    )
-    .unwrap_or(0.0);
-    println!("parents                    {parents}");
-    println!("workers per plugin         {workers}");
-    println!("created all parents in     {:.1} s", created.as_secs_f64());
+    let reconciles = process.reconciles().await;
+    process.stop();
+    Figures {
+        variant,
+        create,
+        converge,
+        reconciles,
+        writes,
+        steady_writes,
+        idle_rss,
+        rss,
+        peak,
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--native-operator") {
+        let workers = args[4].parse().expect("workers");
+        native::run(&PathBuf::from(&args[2]), &args[3], workers)
+            .await
+            .expect("the native operator");
+        return;
+    }
+    let parents = env_or("CONVERGE_PARENTS", 1000);
+    let workers = env_or("CONVERGE_WORKERS", 4);
+    let rounds = env_or("CONVERGE_ROUNDS", 2);
+    let mut all = Vec::new();
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [Variant::Host, Variant::Operator]
+        } else {
+            [Variant::Operator, Variant::Host]
+        };
+        for variant in order {
+            let f = run(variant, parents, workers).await;
+            println!(
+                "round {round} {:<26} created {:>6.1} s  converged {:>6.1} s  reconciles {:>6}  \
+                 writes {:>5} ({:.2}/parent)  steady writes {:>3}  RSS idle {:>6.1} MiB  \
+                 after {:>6.1} MiB  peak {:>6.1} MiB",
+                f.variant.label(),
+                f.create.as_secs_f64(),
+                f.converge.as_secs_f64(),
+                f.reconciles,
+                f.writes,
+                f.writes as f64 / parents as f64,
+                f.steady_writes,
+                f.idle_rss,
+                f.rss,
+                f.peak,
+            );
+            all.push(f);
+        }
+    }
+    println!("\nmedians over {rounds} rounds, {parents} parents, {workers} workers:");
+    let of = |v: Variant, get: &dyn Fn(&Figures) -> f64| {
+        median(all.iter().filter(|f| f.variant == v).map(get).collect())
+    };
+    let rows: [(&str, &dyn Fn(&Figures) -> f64); 6] = [
+        ("converged after (s)", &|f| f.converge.as_secs_f64()),
+        ("reconciles", &|f| f.reconciles),
+        ("API writes", &|f| f.writes as f64),
+        ("steady-state writes in 10 s", &|f| f.steady_writes as f64),
+        ("RSS after (MiB)", &|f| f.rss),
+        ("peak RSS (MiB)", &|f| f.peak),
+    ];
     println!(
-        "all converged after        {:.1} s (from the first create)",
-        converged.as_secs_f64()
+        "| | {} | {} | host / operator |",
+        Variant::Host.label(),
+        Variant::Operator.label()
     );
-    println!("reconciles                 {reconciles}");
-    println!(
-        "API writes by the host     {by_host} ({:.2} per parent)",
-        by_host as f64 / parents as f64
-    );
-    println!("host RSS idle / after      {idle_rss:.1} MiB / {rss:.1} MiB (peak {peak:.1} MiB)");
-    host.stop(Duration::from_secs(10));
+    println!("|---|---|---|---|");
+    for (name, get) in rows {
+        let (h, o) = (of(Variant::Host, get), of(Variant::Operator, get));
+        let ratio = if o == 0.0 {
+            "-".to_owned()
+        } else {
+            format!("{:.2}", h / o)
+        };
+        println!("| {name} | {h:.1} | {o:.1} | {ratio} |");
+    }
 }

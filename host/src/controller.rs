@@ -38,6 +38,9 @@ pub struct Controller {
     name: String,
     queue: WorkQueue<ObjectKey>,
     reconciler: Arc<Reconciler>,
+    /// Every informer the plugin uses (parent, children, reads). Workers start only once all
+    /// have their first list: before that a missing child may just not be listed yet.
+    informers: Vec<Arc<Informer>>,
 }
 
 impl Controller {
@@ -107,6 +110,11 @@ impl Controller {
                 .collect::<HashMap<_, _>>(),
             metrics.plugin(&info.name),
         );
+        let informers = std::iter::once(&parents)
+            .chain(&children)
+            .chain(&reads)
+            .cloned()
+            .collect();
         let reconciler = Reconciler::new(Parts {
             plugin,
             config,
@@ -121,6 +129,7 @@ impl Controller {
             name: info.name,
             queue,
             reconciler: Arc::new(reconciler),
+            informers,
         })
     }
 
@@ -134,14 +143,27 @@ impl Controller {
         &self.queue
     }
 
-    /// Runs `workers` workers, each also holding one of the `global` permits while it
-    /// reconciles, until the queue is shut down and in-flight work has finished.
+    /// Waits until every informer the plugin uses holds its first list, then runs `workers`
+    /// workers, each also holding one of the `global` permits while it reconciles, until the
+    /// queue is shut down and in-flight work has finished.
+    ///
+    /// Reconciling earlier would be wrong, not just early: a child whose kind is not listed yet
+    /// looks missing and would be applied again (controller-runtime and kube-runtime wait for
+    /// their caches too). Keys queued meanwhile wait in the queue. There is no time limit: a
+    /// watch that cannot list (say, RBAC forbids it) keeps retrying, logs why, and keeps
+    /// `/readyz` false.
     pub async fn run(
         &self,
         workers: usize,
         global: Arc<Semaphore>,
         metrics: crate::metrics::ControllerMetrics,
     ) {
+        let synced = futures::future::join_all(self.informers.iter().map(|i| i.wait_synced()));
+        tokio::select! {
+            _ = synced => {}
+            () = self.queue.closed() => return,
+        }
+        tracing::debug!(controller = %self.name, "caches synced; starting workers");
         let reconciler = self.reconciler.clone();
         workers::run(
             self.queue.clone(),

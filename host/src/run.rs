@@ -221,7 +221,7 @@ async fn serve(
 }
 
 async fn client(args: &RunArgs) -> anyhow::Result<kube::Client> {
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -233,8 +233,17 @@ async fn client(args: &RunArgs) -> anyhow::Result<kube::Client> {
             .await
             .context("finding a kubeconfig or in-cluster config")?,
     };
+    // Named in the API server's audit log and request metrics, as kube-controller-manager and
+    // controller-runtime managers are, so an operator can tell the host's requests apart.
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
+
+/// The User-Agent of every request the host makes.
+const USER_AGENT: &str = concat!("reconhost/", env!("CARGO_PKG_VERSION"));
 
 /// Completes on SIGTERM or SIGINT, whichever comes first.
 pub async fn shutdown_signal() {

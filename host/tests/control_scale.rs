@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use common::{CONVERGE, World, condition, controlled_by, get};
 use kube::api::{ListParams, Patch, PatchParams};
+use reconhost_tests::host::{Host, sample};
 use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
@@ -43,27 +44,102 @@ async fn create_webapps(world: &World, count: usize) {
     }
 }
 
+/// Successful reconciles the host has counted so far.
+async fn reconciles(host: &Host) -> f64 {
+    sample(
+        &host.metrics().await.unwrap(),
+        "controller_runtime_reconcile_total",
+        &[("controller", "webapp"), ("result", "success")],
+    )
+    .unwrap_or(0.0)
+}
+
+/// Waits until the host has nothing queued and nothing in flight.
+async fn drained(host: &Host) {
+    eventually(CONVERGE, "the host's queue to drain", || async {
+        let m = host.metrics().await.ok()?;
+        let c = ("controller", "webapp");
+        let idle = sample(&m, "controller_runtime_active_workers", &[c])? == 0.0
+            && sample(&m, "workqueue_depth", &[c, ("priority", "0")])? == 0.0
+            && sample(&m, "workqueue_depth", &[c, ("priority", "-100")])? == 0.0;
+        idle.then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn steady_state_with_hundreds_of_parents_should_make_no_writes() {
+    const COUNT: usize = 200;
     let world = World::new("scale-steady").await;
-    let _host = world.host(&["webapp"], &[]).await;
-    create_webapps(&world, 200).await;
-    converged(&world, 200).await;
+    let host = world.host(&["webapp"], &[]).await;
+    create_webapps(&world, COUNT).await;
+    converged(&world, COUNT).await;
 
     let audit = world.cluster.audit_log();
-    let writes = || audit.events_in(&world.namespace).unwrap().len();
+    let host_writes = |since: usize| -> Vec<String> {
+        audit
+            .events_in(&world.namespace)
+            .unwrap()
+            .into_iter()
+            .skip(since)
+            .filter(|e| e.by_reconhost())
+            .map(|e| format!("{} {}", e.verb, e.request_uri))
+            .collect()
+    };
+    let written = || audit.events_in(&world.namespace).unwrap().len();
     // Let the last no-op reconciles (after the final status writes) drain.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = writes();
+
+    // Left alone, nothing is reconciled, so nothing may be written: a status write that woke
+    // its own parent would show here as a hot loop.
+    let quiet = written();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let during: Vec<_> = audit
-        .events_in(&world.namespace)
-        .unwrap()
-        .into_iter()
-        .skip(before)
-        .map(|e| format!("{} {} by {}", e.verb, e.request_uri, e.effective_user()))
-        .collect();
-    assert!(during.is_empty(), "writes in steady state: {during:#?}");
+    let during = host_writes(quiet);
+    assert!(during.is_empty(), "writes while left alone: {during:#?}");
+
+    // Reconciles that find nothing to change must send nothing either. An annotation wakes
+    // every parent without changing what it wants.
+    let woken = written();
+    let before = reconciles(&host).await;
+    for i in 0..COUNT {
+        world
+            .webapps()
+            .patch(
+                &format!("app-{i:04}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"touched": "yes"}}})),
+            )
+            .await
+            .unwrap();
+    }
+    eventually(CONVERGE, "a reconcile of every touched parent", || async {
+        (reconciles(&host).await >= before + COUNT as f64).then_some(())
+    })
+    .await;
+    drained(&host).await;
+    let after_touch = host_writes(woken);
+    assert!(
+        after_touch.is_empty(),
+        "writes after touching every parent: {after_touch:#?}"
+    );
+
+    // So must a new host, whose first list reconciles every parent against children and
+    // statuses written by its predecessor.
+    host.stop(Duration::from_secs(10));
+    let restarted = written();
+    let host = world.host(&["webapp"], &[]).await;
+    eventually(
+        CONVERGE,
+        "the new host to reconcile every parent",
+        || async { (reconciles(&host).await >= COUNT as f64).then_some(()) },
+    )
+    .await;
+    drained(&host).await;
+    let after_restart = host_writes(restarted);
+    assert!(
+        after_restart.is_empty(),
+        "writes by a restarted host: {after_restart:#?}"
+    );
 }
 
 #[tokio::test]

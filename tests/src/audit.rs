@@ -37,6 +37,16 @@ pub struct AuditEvent {
     pub request_uri: String,
     /// `ResponseComplete` or `Panic` (`RequestReceived` is omitted by the policy).
     pub stage: String,
+    /// The client's User-Agent header; the host sends `reconhost/<version>`.
+    #[serde(default)]
+    pub user_agent: String,
+}
+
+impl AuditEvent {
+    /// Whether the host made this request.
+    pub fn by_reconhost(&self) -> bool {
+        self.user_agent.starts_with("reconhost/")
+    }
 }
 
 /// A user as the audit log records it.

@@ -20,7 +20,7 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::metrics::QueueMetrics;
@@ -92,6 +92,9 @@ struct Shared<K> {
     state: Mutex<State<K>>,
     /// Wakes `get` callers on an add, a new earlier delay, or shutdown.
     notify: Notify,
+    /// True once the queue is shut down, for waiters other than `get` (a `Notify` permit taken
+    /// by them would be lost to a `get` caller).
+    closed: watch::Sender<bool>,
     metrics: QueueMetrics,
     backoff: Backoff,
 }
@@ -300,6 +303,7 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
         let shared = Shared {
             state: Mutex::new(state),
             notify: Notify::new(),
+            closed: watch::Sender::new(false),
             metrics,
             backoff,
         };
@@ -410,6 +414,14 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
     pub fn shutdown(&self) {
         self.shared.lock().shut_down = true;
         self.shared.notify.notify_waiters();
+        self.shared.closed.send_replace(true);
+    }
+
+    /// Completes once the queue is shut down.
+    pub async fn closed(&self) {
+        let mut closed = self.shared.closed.subscribe();
+        // The sender lives as long as the queue, so the wait ends only by becoming true.
+        let _ = closed.wait_for(|c| *c).await;
     }
 
     /// Ready plus delayed keys (not those being processed).
@@ -605,6 +617,29 @@ mod tests {
             [(n, 1000), (2 * n, 1001)],
             "FIFO among low, one per {n}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closed_should_complete_on_shutdown_without_taking_a_get_wake_up() {
+        let q = queue::<&str>();
+        let closed = tokio::spawn({
+            let q = q.clone();
+            async move { q.closed().await }
+        });
+        let getter = tokio::spawn({
+            let q = q.clone();
+            async move { q.get().await.map(|lease| *lease.key()) }
+        });
+        tokio::task::yield_now().await;
+        q.add("a", Priority::Normal);
+        assert_eq!(
+            getter.await.expect("getter"),
+            Some("a"),
+            "the add woke `get`"
+        );
+        assert!(!closed.is_finished(), "an add does not close the queue");
+        q.shutdown();
+        closed.await.expect("closed completes");
     }
 
     #[tokio::test(start_paused = true)]
