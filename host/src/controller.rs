@@ -11,6 +11,7 @@
 //! - a change to an object its last reconcile read with `get` or `list`;
 //! - its own `requeue-after`, and backoff after a failure.
 
+pub mod applied;
 pub mod applier;
 pub mod deps;
 pub mod informer;

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{CONVERGE, World, condition, controlled_by, get};
+use common::{CONVERGE, World, condition, controlled_by, drained, get, reconciles};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use reconhost_tests::host::{Host, sample};
 use reconhost_tests::support::eventually;
@@ -215,6 +215,59 @@ async fn field_the_plugin_stops_setting_should_be_removed_from_the_child() {
         (g["status"]["keys"] == 1).then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn reconciling_a_child_the_api_server_normalised_should_write_nothing() {
+    let world = World::new("loop-normal").await;
+    let host = world.host(&["control-normalized"], &[]).await;
+    let quotas = world.api("test.reconhost.dev", "v1", "Quota", "quotas");
+    world
+        .create(
+            &quotas,
+            json!({"apiVersion": "test.reconhost.dev/v1", "kind": "Quota", "metadata": {"name": "q"}}),
+        )
+        .await;
+    let resource_quotas = world.api("", "v1", "ResourceQuota", "resourcequotas");
+    let quota = eventually(CONVERGE, "the ResourceQuota", || async {
+        get(&resource_quotas, "q").await
+    })
+    .await;
+    // The plugin asked for 0.5 and 1024Mi: what is stored differs from what it asks for.
+    assert_eq!(
+        quota["spec"]["hard"],
+        json!({"requests.cpu": "500m", "requests.memory": "1Gi"})
+    );
+    eventually(CONVERGE, "Synced=True", || async {
+        let q = get(&quotas, "q").await?;
+        (condition(&q, "Synced")?["status"] == "True").then_some(())
+    })
+    .await;
+    drained(&host, "control-normalized").await;
+
+    // Wake the parent three times without changing what it wants.
+    let mark = world.writes();
+    for touch in 1..=3 {
+        let before = reconciles(&host, "control-normalized").await;
+        quotas
+            .patch(
+                "q",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"touch": touch.to_string()}}})),
+            )
+            .await
+            .unwrap();
+        eventually(CONVERGE, "a reconcile of the touched parent", || async {
+            (reconciles(&host, "control-normalized").await > before).then_some(())
+        })
+        .await;
+    }
+    drained(&host, "control-normalized").await;
+    let writes = world.host_writes_since(mark);
+    assert!(
+        writes.is_empty(),
+        "writes for a parent with nothing to change: {writes:#?}"
+    );
 }
 
 #[tokio::test]

@@ -5,9 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{CONVERGE, World, condition, controlled_by, get};
+use common::{CONVERGE, World, condition, controlled_by, drained, get, reconciles};
 use kube::api::{ListParams, Patch, PatchParams};
-use reconhost_tests::host::{Host, sample};
 use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
@@ -44,29 +43,6 @@ async fn create_webapps(world: &World, count: usize) {
     }
 }
 
-/// Successful reconciles the host has counted so far.
-async fn reconciles(host: &Host) -> f64 {
-    sample(
-        &host.metrics().await.unwrap(),
-        "controller_runtime_reconcile_total",
-        &[("controller", "webapp"), ("result", "success")],
-    )
-    .unwrap_or(0.0)
-}
-
-/// Waits until the host has nothing queued and nothing in flight.
-async fn drained(host: &Host) {
-    eventually(CONVERGE, "the host's queue to drain", || async {
-        let m = host.metrics().await.ok()?;
-        let c = ("controller", "webapp");
-        let idle = sample(&m, "controller_runtime_active_workers", &[c])? == 0.0
-            && sample(&m, "workqueue_depth", &[c, ("priority", "0")])? == 0.0
-            && sample(&m, "workqueue_depth", &[c, ("priority", "-100")])? == 0.0;
-        idle.then_some(())
-    })
-    .await;
-}
-
 #[tokio::test]
 async fn steady_state_with_hundreds_of_parents_should_make_no_writes() {
     const COUNT: usize = 200;
@@ -75,18 +51,8 @@ async fn steady_state_with_hundreds_of_parents_should_make_no_writes() {
     create_webapps(&world, COUNT).await;
     converged(&world, COUNT).await;
 
-    let audit = world.cluster.audit_log();
-    let host_writes = |since: usize| -> Vec<String> {
-        audit
-            .events_in(&world.namespace)
-            .unwrap()
-            .into_iter()
-            .skip(since)
-            .filter(|e| e.by_reconhost())
-            .map(|e| format!("{} {}", e.verb, e.request_uri))
-            .collect()
-    };
-    let written = || audit.events_in(&world.namespace).unwrap().len();
+    let host_writes = |since| world.host_writes_since(since);
+    let written = || world.writes();
     // Let the last no-op reconciles (after the final status writes) drain.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
@@ -100,7 +66,7 @@ async fn steady_state_with_hundreds_of_parents_should_make_no_writes() {
     // Reconciles that find nothing to change must send nothing either. An annotation wakes
     // every parent without changing what it wants.
     let woken = written();
-    let before = reconciles(&host).await;
+    let before = reconciles(&host, "webapp").await;
     for i in 0..COUNT {
         world
             .webapps()
@@ -113,10 +79,10 @@ async fn steady_state_with_hundreds_of_parents_should_make_no_writes() {
             .unwrap();
     }
     eventually(CONVERGE, "a reconcile of every touched parent", || async {
-        (reconciles(&host).await >= before + COUNT as f64).then_some(())
+        (reconciles(&host, "webapp").await >= before + COUNT as f64).then_some(())
     })
     .await;
-    drained(&host).await;
+    drained(&host, "webapp").await;
     let after_touch = host_writes(woken);
     assert!(
         after_touch.is_empty(),
@@ -131,10 +97,10 @@ async fn steady_state_with_hundreds_of_parents_should_make_no_writes() {
     eventually(
         CONVERGE,
         "the new host to reconcile every parent",
-        || async { (reconciles(&host).await >= COUNT as f64).then_some(()) },
+        || async { (reconciles(&host, "webapp").await >= COUNT as f64).then_some(()) },
     )
     .await;
-    drained(&host).await;
+    drained(&host, "webapp").await;
     let after_restart = host_writes(restarted);
     assert!(
         after_restart.is_empty(),

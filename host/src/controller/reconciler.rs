@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
+use super::applied::Applied;
 use super::applier::{Applier, ApplyError, Written};
 use super::deps::Dependencies;
 use super::informer::{CacheReader, Informer, ObjectKey, plugin_view};
@@ -39,6 +40,8 @@ pub struct Reconciler {
     metrics: PluginMetrics,
     /// Parents whose last reconcile failed for good: UID and the generation that failed.
     permanent: Mutex<HashMap<ObjectKey, (String, i64)>>,
+    /// What was last applied to each child, for children the API server normalised.
+    applied: Applied,
 }
 
 /// What the reconciler is built from.
@@ -74,6 +77,7 @@ impl Reconciler {
             applier: parts.applier,
             metrics: parts.metrics,
             permanent: Mutex::new(HashMap::new()),
+            applied: Applied::default(),
         }
     }
 
@@ -83,6 +87,7 @@ impl Reconciler {
         let Some(parent) = self.parents.store().get(&key.namespace, &key.name) else {
             // Deleted: the garbage collector removes the children through their ownerReference.
             self.deps.forget(key);
+            self.applied.forget(key);
             self.permanent_lock().remove(key);
             debug!(plugin = %name, parent = %key, "parent is gone");
             return Next::Done;
@@ -139,15 +144,19 @@ impl Reconciler {
         self.metrics.memory_peak(outcome.memory_peak);
         self.deps.record(key, &outcome.reads);
 
-        let plan = planner::plan(
+        let mut plan = planner::plan(
             self.plugin.info(),
             &request.parent,
             &outcome.desired,
             &observed,
             &now(),
         );
+        self.applied.settle(key, &mut plan, &observed);
         match self.applier.apply(&request.parent, &plan).await {
-            Ok(written) => self.observe(written),
+            Ok(written) => {
+                self.applied.record(key, &plan, &observed, &written);
+                self.observe(written);
+            }
             Err(error) => return self.apply_failed(key, &request.parent, error).await,
         }
         self.applier

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use reconhost_tests::TestCluster;
-use reconhost_tests::host::{Host, HostOptions};
+use reconhost_tests::host::{Host, HostOptions, sample};
+use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
 /// Generous bound for convergence on a small, busy machine; a limit, not a measurement.
@@ -125,6 +126,29 @@ impl World {
         .await
     }
 
+    /// How many write requests the audit log holds for this namespace: a mark for
+    /// [`World::host_writes_since`].
+    pub fn writes(&self) -> usize {
+        self.cluster
+            .audit_log()
+            .events_in(&self.namespace)
+            .expect("reading the audit log")
+            .len()
+    }
+
+    /// The writes the host made in this namespace after the mark `since`, as `verb URI`.
+    pub fn host_writes_since(&self, since: usize) -> Vec<String> {
+        self.cluster
+            .audit_log()
+            .events_in(&self.namespace)
+            .expect("reading the audit log")
+            .into_iter()
+            .skip(since)
+            .filter(|e| e.by_reconhost())
+            .map(|e| format!("{} {}", e.verb, e.request_uri))
+            .collect()
+    }
+
     /// Warning and Normal events recorded on an object, as (type, reason, note).
     pub async fn events_for(&self, name: &str) -> Vec<(String, String, String)> {
         let api = self.api("events.k8s.io", "v1", "Event", "events");
@@ -166,4 +190,27 @@ pub fn controlled_by(child: &Value, parent: &Value) -> bool {
             refs.iter()
                 .any(|r| r["uid"] == parent["metadata"]["uid"] && r["controller"] == true)
         })
+}
+
+/// Successful reconciles the host has counted for a controller so far.
+pub async fn reconciles(host: &Host, controller: &str) -> f64 {
+    sample(
+        &host.metrics().await.expect("the host's metrics"),
+        "controller_runtime_reconcile_total",
+        &[("controller", controller), ("result", "success")],
+    )
+    .unwrap_or(0.0)
+}
+
+/// Waits until the controller has nothing queued and nothing in flight.
+pub async fn drained(host: &Host, controller: &str) {
+    eventually(CONVERGE, "the host's queue to drain", || async {
+        let m = host.metrics().await.ok()?;
+        let c = ("controller", controller);
+        let idle = sample(&m, "controller_runtime_active_workers", &[c])? == 0.0
+            && sample(&m, "workqueue_depth", &[c, ("priority", "0")])? == 0.0
+            && sample(&m, "workqueue_depth", &[c, ("priority", "-100")])? == 0.0;
+        idle.then_some(())
+    })
+    .await;
 }

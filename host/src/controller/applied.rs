@@ -1,0 +1,225 @@
+//! What the host last applied to each child, to recognise a child that already holds the
+//! desired state although it does not look like it.
+//!
+//! The planner compares the apply body with the object as the API server returns it, and the
+//! server normalises some values on the way in: quantities (`cpu: "0.5"` is stored as `500m`,
+//! `memory: 1024Mi` as `1Gi`), some durations and defaults written in another form. A child
+//! with such a field never looks unchanged, so it would be applied again on every reconcile of
+//! its parent — a no-op for the server, but a request each time, and the steady state would not
+//! be free. The host therefore remembers, per child, a hash of the body it applied and the
+//! resourceVersion the server answered. While the child is still at that version (nobody has
+//! written it since) and the plugin asks for the same body, there is nothing to send.
+//!
+//! The memory is in-process: a restarted host applies such a child once more, then knows it.
+//! Entries live as long as the parent's children do; a reconcile keeps only the children it
+//! observed or wrote, and a deleted parent drops them all.
+
+use std::collections::HashMap;
+use std::hash::{Hash as _, Hasher as _};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use super::applier::Written;
+use super::informer::ObjectKey;
+use crate::planner::{Action, Plan};
+
+/// Per parent: child UID → what was applied to it and the version that produced.
+#[derive(Default)]
+pub struct Applied {
+    by_parent: Mutex<HashMap<ObjectKey, HashMap<String, Entry>>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    /// Hash of the apply body (canonical JSON text).
+    body: u64,
+    /// The child's resourceVersion in the API server's answer.
+    version: String,
+}
+
+impl Applied {
+    /// Turns updates into no-ops where the observed child is still exactly what the host made
+    /// of the same body. `observed` are the children the plan was made against.
+    pub fn settle(&self, parent: &ObjectKey, plan: &mut Plan, observed: &[Value]) {
+        let by_parent = self.lock();
+        let Some(children) = by_parent.get(parent) else {
+            return;
+        };
+        for child in plan
+            .children
+            .iter_mut()
+            .filter(|c| c.action == Action::Update)
+        {
+            let current = observed.iter().find(|o| {
+                o["metadata"]["name"] == child.name.as_str()
+                    && child.kind.matches(
+                        o["apiVersion"].as_str().unwrap_or(""),
+                        o["kind"].as_str().unwrap_or(""),
+                    )
+            });
+            let Some(current) = current else { continue };
+            let meta = &current["metadata"];
+            let remembered = meta["uid"].as_str().and_then(|uid| children.get(uid));
+            if remembered.is_some_and(|e| {
+                meta["resourceVersion"] == e.version.as_str() && e.body == hash(&child.object)
+            }) {
+                child.action = Action::Unchanged;
+            }
+        }
+    }
+
+    /// Records what a successful apply of `plan` wrote, and forgets children that are neither
+    /// observed nor written any more.
+    pub fn record(&self, parent: &ObjectKey, plan: &Plan, observed: &[Value], written: &[Written]) {
+        let mut by_parent = self.lock();
+        let children = by_parent.entry(parent.clone()).or_default();
+        for w in written {
+            let Some(sent) = plan.children.iter().find(|c| {
+                c.action != Action::Delete
+                    && c.name == w.object.metadata.name.as_deref().unwrap_or("")
+                    && w.object
+                        .types
+                        .as_ref()
+                        .is_some_and(|t| c.kind.matches(&t.api_version, &t.kind))
+            }) else {
+                continue;
+            };
+            let (Some(uid), Some(version)) =
+                (&w.object.metadata.uid, &w.object.metadata.resource_version)
+            else {
+                continue;
+            };
+            let entry = Entry {
+                body: hash(&sent.object),
+                version: version.clone(),
+            };
+            children.insert(uid.clone(), entry);
+        }
+        let live = |uid: &String| {
+            observed
+                .iter()
+                .any(|o| o["metadata"]["uid"] == uid.as_str())
+                || written
+                    .iter()
+                    .any(|w| w.object.metadata.uid.as_ref() == Some(uid))
+        };
+        children.retain(|uid, _| live(uid));
+        if children.is_empty() {
+            by_parent.remove(parent);
+        }
+    }
+
+    /// Forgets a deleted parent's children.
+    pub fn forget(&self, parent: &ObjectKey) {
+        self.lock().remove(parent);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, HashMap<String, Entry>>> {
+        self.by_parent.lock().expect("applied-state lock poisoned")
+    }
+}
+
+/// A hash of a body's canonical JSON text (serde_json writes object keys in a fixed order).
+fn hash(body: &Value) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    body.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::KindRef;
+    use crate::planner::ChildPlan;
+    use kube::api::DynamicObject;
+    use serde_json::json;
+
+    fn body(cpu: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+               "spec": {"hard": {"cpu": cpu}}})
+    }
+
+    /// The child as the API server stores it: the quantity normalised.
+    fn stored(version: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ResourceQuota",
+               "metadata": {"name": "q", "uid": "u-q", "resourceVersion": version},
+               "spec": {"hard": {"cpu": "500m"}}})
+    }
+
+    fn plan_with(action: Action, object: Value) -> Plan {
+        Plan {
+            children: vec![ChildPlan {
+                action,
+                kind: KindRef::new("v1", "ResourceQuota"),
+                name: "q".into(),
+                object,
+                uid: None,
+            }],
+            status: None,
+            finalizer: None,
+        }
+    }
+
+    fn written(object: Value) -> Written {
+        Written {
+            kind: crate::controller::informer::GroupKind {
+                group: String::new(),
+                kind: "ResourceQuota".into(),
+            },
+            object: serde_json::from_value::<DynamicObject>(object).unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_normalised_child_at_the_version_the_host_wrote_should_be_unchanged() {
+        let applied = Applied::default();
+        let parent = ObjectKey::new("a", "p");
+        let first = plan_with(Action::Create, body("0.5"));
+        applied.record(&parent, &first, &[], &[written(stored("7"))]);
+
+        let mut again = plan_with(Action::Update, body("0.5"));
+        applied.settle(&parent, &mut again, &[stored("7")]);
+        assert_eq!(again.children[0].action, Action::Unchanged);
+    }
+
+    #[test]
+    fn a_child_written_since_or_a_new_body_should_still_be_updated() {
+        let applied = Applied::default();
+        let parent = ObjectKey::new("a", "p");
+        applied.record(
+            &parent,
+            &plan_with(Action::Create, body("0.5")),
+            &[],
+            &[written(stored("7"))],
+        );
+        let mut someone_wrote = plan_with(Action::Update, body("0.5"));
+        applied.settle(&parent, &mut someone_wrote, &[stored("8")]);
+        assert_eq!(someone_wrote.children[0].action, Action::Update);
+        let mut new_body = plan_with(Action::Update, body("1"));
+        applied.settle(&parent, &mut new_body, &[stored("7")]);
+        assert_eq!(new_body.children[0].action, Action::Update);
+        let mut other_parent = plan_with(Action::Update, body("0.5"));
+        applied.settle(&ObjectKey::new("a", "x"), &mut other_parent, &[stored("7")]);
+        assert_eq!(other_parent.children[0].action, Action::Update);
+    }
+
+    #[test]
+    fn children_gone_and_deleted_parents_should_be_forgotten() {
+        let applied = Applied::default();
+        let parent = ObjectKey::new("a", "p");
+        let plan = plan_with(Action::Create, body("0.5"));
+        applied.record(&parent, &plan, &[], &[written(stored("7"))]);
+        // A later reconcile that neither observed nor wrote the child.
+        applied.record(
+            &parent,
+            &plan_with(Action::Unchanged, body("0.5")),
+            &[],
+            &[],
+        );
+        assert!(applied.lock().is_empty());
+        applied.record(&parent, &plan, &[], &[written(stored("7"))]);
+        applied.forget(&parent);
+        assert!(applied.lock().is_empty());
+    }
+}
