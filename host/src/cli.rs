@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -88,6 +89,11 @@ pub struct RunArgs {
     /// Seconds in-flight reconciles get to finish after SIGTERM before the host exits anyway.
     #[arg(long, default_value_t = 30)]
     pub graceful_shutdown_seconds: u64,
+    /// How often every parent is reconciled again although nothing changed (controller-runtime's
+    /// SyncPeriod): a safety net, queued at low priority behind watch events and jittered by up
+    /// to 10 %. Go duration syntax (`10h`, `90m`, `30s`); `0` turns it off.
+    #[arg(long, default_value = "10h", value_parser = parse_period)]
+    pub sync_period: Duration,
 }
 
 /// How log lines are written.
@@ -97,4 +103,30 @@ pub enum LogFormat {
     Human,
     /// One JSON object per line.
     Json,
+}
+
+/// A period in Go's duration syntax (`10h`, `1h30m`, `45s`), or `0` for none.
+fn parse_period(text: &str) -> Result<Duration, String> {
+    if text.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let period: jiff::SignedDuration = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a duration like 10h or 90m: {e}"))?;
+    Duration::try_from(period).map_err(|_| format!("{text:?} is negative"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_should_parse_as_go_durations() {
+        assert_eq!(parse_period("10h"), Ok(Duration::from_secs(36_000)));
+        assert_eq!(parse_period("1h30m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_period("45s"), Ok(Duration::from_secs(45)));
+        assert_eq!(parse_period("0"), Ok(Duration::ZERO));
+        assert!(parse_period("-5m").unwrap_err().contains("negative"));
+        assert!(parse_period("soon").unwrap_err().contains("\"soon\""));
+    }
 }

@@ -22,6 +22,7 @@ pub mod workers;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -153,11 +154,14 @@ impl Controller {
     /// their caches too). Keys queued meanwhile wait in the queue. There is no time limit: a
     /// watch that cannot list (say, RBAC forbids it) keeps retrying, logs why, and keeps
     /// `/readyz` false.
+    ///
+    /// Every `sync_period` (zero: never) all parents are queued again at low priority.
     pub async fn run(
         &self,
         workers: usize,
         global: Arc<Semaphore>,
         metrics: crate::metrics::ControllerMetrics,
+        sync_period: Duration,
     ) {
         let synced = futures::future::join_all(self.informers.iter().map(|i| i.wait_synced()));
         tokio::select! {
@@ -166,18 +170,54 @@ impl Controller {
         }
         tracing::debug!(controller = %self.name, "caches synced; starting workers");
         let reconciler = self.reconciler.clone();
-        workers::run(
-            self.queue.clone(),
-            workers,
-            global,
-            metrics,
-            move |key: ObjectKey| {
-                let reconciler = reconciler.clone();
-                async move { reconciler.reconcile(&key).await }
-            },
-        )
-        .await;
+        let parents = self.informers[0].clone();
+        tokio::join!(
+            workers::run(
+                self.queue.clone(),
+                workers,
+                global,
+                metrics,
+                move |key: ObjectKey| {
+                    let reconciler = reconciler.clone();
+                    async move { reconciler.reconcile(&key).await }
+                },
+            ),
+            resync(
+                self.queue.clone(),
+                move || parents.store().keys(),
+                sync_period
+            ),
+        );
     }
+}
+
+/// Queues every key `keys` gives at low priority once per `period` (plus up to 10 % jitter,
+/// so hosts started together do not resync in step), until the queue is shut down. A zero
+/// period never resyncs.
+async fn resync(queue: WorkQueue<ObjectKey>, keys: impl Fn() -> Vec<ObjectKey>, period: Duration) {
+    if period.is_zero() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(jittered(period)) => {}
+            () = queue.closed() => return,
+        }
+        let keys = keys();
+        tracing::debug!(parents = keys.len(), "resync");
+        for key in keys {
+            queue.add(key, Priority::Low);
+        }
+    }
+}
+
+/// `period` stretched by a random fraction of up to 10 %, as controller-runtime's SyncPeriod.
+fn jittered(period: Duration) -> Duration {
+    use std::hash::BuildHasher as _;
+    // A fresh RandomState is seeded from the OS: enough randomness for a jitter.
+    let random = std::collections::hash_map::RandomState::new().hash_one(());
+    let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;
+    period.mul_f64(1.0 + 0.1 * fraction)
 }
 
 fn priority(initial: bool) -> Priority {
@@ -214,4 +254,47 @@ fn controller_of(object: &Value, parent: &GroupKind, namespaced: bool) -> Option
         ""
     };
     Some(ObjectKey::new(namespace, owner["name"].as_str()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::QueueMetrics;
+
+    #[tokio::test(start_paused = true)]
+    async fn resync_should_queue_every_parent_at_low_priority_once_per_period() {
+        let metrics = QueueMetrics::detached();
+        let queue = WorkQueue::new(metrics.clone(), Backoff::default());
+        let keys = || vec![ObjectKey::new("a", "x"), ObjectKey::new("a", "y")];
+        let task = tokio::spawn(resync(queue.clone(), keys, Duration::from_secs(100)));
+        tokio::time::sleep(Duration::from_secs(99)).await;
+        assert_eq!(queue.len(), 0, "nothing before the period");
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        assert_eq!(metrics.depth_low.get(), 2, "both parents, at low priority");
+        assert_eq!(metrics.depth_normal.get(), 0);
+        queue.shutdown();
+        task.await.expect("resync ends with the queue");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_zero_sync_period_should_never_resync() {
+        let queue = WorkQueue::new(QueueMetrics::detached(), Backoff::default());
+        resync(
+            queue.clone(),
+            || vec![ObjectKey::new("a", "x")],
+            Duration::ZERO,
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(100_000)).await;
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn jitter_should_stay_within_ten_percent() {
+        let period = Duration::from_secs(36_000);
+        for _ in 0..100 {
+            let j = jittered(period);
+            assert!(j >= period && j <= period.mul_f64(1.1), "{j:?}");
+        }
+    }
 }

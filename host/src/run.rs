@@ -82,8 +82,11 @@ pub async fn run(
         let global = global.clone();
         let workers = usize::from(args.max_concurrent_reconciles);
         let controller_metrics = metrics.controller(controller.name());
+        let sync_period = args.sync_period;
         pools.push(tokio::spawn(async move {
-            controller.run(workers, global, controller_metrics).await;
+            controller
+                .run(workers, global, controller_metrics, sync_period)
+                .await;
         }));
     }
     info!(plugins = controllers.len(), "host running");

@@ -271,6 +271,30 @@ async fn reconciling_a_child_the_api_server_normalised_should_write_nothing() {
 }
 
 #[tokio::test]
+async fn resync_should_reconcile_unchanged_parents_again_and_write_nothing() {
+    let world = World::new("loop-resync").await;
+    let host = world
+        .host_with(&["webapp"], &[], &["--sync-period=1s"])
+        .await;
+    world.create_webapp("web", "nginx:1.27", 1).await;
+    eventually(CONVERGE, "Synced=True", || async {
+        let w = get(&world.webapps(), "web").await?;
+        (condition(&w, "Synced")?["status"] == "True").then_some(())
+    })
+    .await;
+    drained(&host, "webapp").await;
+    let mark = world.writes();
+    let before = reconciles(&host, "webapp").await;
+    eventually(CONVERGE, "two resyncs", || async {
+        (reconciles(&host, "webapp").await >= before + 2.0).then_some(())
+    })
+    .await;
+    drained(&host, "webapp").await;
+    let writes = world.host_writes_since(mark);
+    assert!(writes.is_empty(), "writes from resyncs: {writes:#?}");
+}
+
+#[tokio::test]
 async fn deleted_parent_should_lose_its_children() {
     let world = World::new("loop-delete").await;
     let _host = world.host(&["webapp"], &[]).await;
