@@ -29,7 +29,9 @@ use tokio::sync::Semaphore;
 
 use self::applier::Applier;
 use self::deps::Dependencies;
-use self::informer::{CacheReader, DiscoveryError, GroupKind, Informer, Informers, ObjectKey};
+use self::informer::{
+    CacheReader, DiscoveryError, GroupKind, Informer, Informers, Meta, ObjectKey,
+};
 use self::queue::{Backoff, Priority, WorkQueue};
 use self::reconciler::{Parts, Reconciler};
 use crate::metrics::Metrics;
@@ -75,7 +77,7 @@ impl Controller {
             let queue = queue.clone();
             parents.on_change(move |change| {
                 if let Some(object) = change.new.or(change.old) {
-                    queue.add(ObjectKey::of(object), priority(change.initial));
+                    queue.add(object.meta.key.clone(), priority(change.initial));
                 }
             });
         }
@@ -85,7 +87,7 @@ impl Controller {
             let parent_kind = parent_kind.clone();
             child.on_change(move |change| {
                 for object in [change.old, change.new].into_iter().flatten() {
-                    if let Some(owner) = controller_of(object, &parent_kind, namespaced) {
+                    if let Some(owner) = controller_of(&object.meta, &parent_kind, namespaced) {
                         queue.add(owner, priority(change.initial));
                     }
                 }
@@ -96,7 +98,8 @@ impl Controller {
             let deps = deps.clone();
             let kind = kind_of(read);
             read.on_change(move |change| {
-                for parent in deps.readers_of(&kind, change.old, change.new) {
+                let (old, new) = (change.old.map(|c| &c.meta), change.new.map(|c| &c.meta));
+                for parent in deps.readers_of(&kind, old, new) {
                     queue.add(parent, Priority::Normal);
                 }
             });
@@ -238,22 +241,18 @@ fn kind_of(informer: &Informer) -> GroupKind {
 
 /// The key of the object's controller owner if that owner is of the parent kind. A namespaced
 /// owner lives in the object's namespace; a cluster-scoped one in none.
-fn controller_of(object: &Value, parent: &GroupKind, namespaced: bool) -> Option<ObjectKey> {
-    let owner = object["metadata"]["ownerReferences"]
-        .as_array()?
-        .iter()
-        .find(|r| r["controller"] == true)?;
-    let api_version = owner["apiVersion"].as_str().unwrap_or("");
-    let group = api_version.split_once('/').map_or("", |(g, _)| g);
-    if group != parent.group || owner["kind"] != parent.kind.as_str() {
+fn controller_of(object: &Meta, parent: &GroupKind, namespaced: bool) -> Option<ObjectKey> {
+    let owner = object.controller.as_ref()?;
+    let group = owner.api_version.split_once('/').map_or("", |(g, _)| g);
+    if group != parent.group || owner.kind != parent.kind {
         return None;
     }
     let namespace = if namespaced {
-        object["metadata"]["namespace"].as_str().unwrap_or("")
+        object.key.namespace.as_str()
     } else {
         ""
     };
-    Some(ObjectKey::new(namespace, owner["name"].as_str()?))
+    Some(ObjectKey::new(namespace, owner.name.as_str()))
 }
 
 #[cfg(test)]

@@ -10,9 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use serde_json::Value;
-
-use super::informer::{GroupKind, ObjectKey};
+use super::informer::{GroupKind, Meta, ObjectKey};
 use crate::runtime::Read;
 use crate::selector::Selector;
 
@@ -93,25 +91,25 @@ impl Dependencies {
             .remove(parent);
     }
 
-    /// The parents that read `object` (of `kind`) before or after a change. Pass the object as
-    /// it was and as it is; either may be absent.
+    /// The parents that read an object (of `kind`) before or after a change. Pass the object
+    /// as it was and as it is; either may be absent.
     pub fn readers_of(
         &self,
         kind: &GroupKind,
-        old: Option<&Value>,
-        new: Option<&Value>,
+        old: Option<&Meta>,
+        new: Option<&Meta>,
     ) -> HashSet<ObjectKey> {
         let inner = self.inner.lock().expect("dependency lock poisoned");
         let mut parents = HashSet::new();
         for object in [old, new].into_iter().flatten() {
-            let key = ObjectKey::of(object);
+            let key = &object.key;
             if let Some(found) = inner.gets.get(&(kind.clone(), key.clone())) {
                 parents.extend(found.iter().cloned());
             }
             if let Some(lists) = inner.lists.get(kind) {
                 for (parent, selections) in lists {
                     let selected = selections.iter().any(|(ns, selector)| {
-                        (ns.is_empty() || *ns == key.namespace) && selector.matches_object(object)
+                        (ns.is_empty() || *ns == key.namespace) && object.selected_by(selector)
                     });
                     if selected {
                         parents.insert(parent.clone());
@@ -167,7 +165,7 @@ impl Inner {
 mod tests {
     use super::*;
     use crate::model::KindRef;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn cm() -> KindRef {
         KindRef::new("v1", "ConfigMap")
@@ -185,8 +183,8 @@ mod tests {
         }
     }
 
-    fn object(ns: &str, name: &str, labels: Value) -> Value {
-        json!({"metadata": {"namespace": ns, "name": name, "labels": labels}})
+    fn object(ns: &str, name: &str, labels: Value) -> Meta {
+        Meta::of(&json!({"metadata": {"namespace": ns, "name": name, "labels": labels}}))
     }
 
     fn keys(names: &[&str]) -> HashSet<ObjectKey> {

@@ -2,12 +2,12 @@
 //!
 //! A kind is resolved once through discovery, then watched with kube-runtime's watcher, which
 //! relists on 410 Gone, asks for bookmarks and reconnects with backoff (800 ms doubling to 30 s,
-//! jittered, like client-go's reflector). Objects are cached as JSON, the form plugins receive,
-//! without `managedFields` (the largest part of most objects and of no use to a plugin) except
-//! the entries of reconhost's own field managers, which the planner needs to see a field the
-//! plugin stopped setting; [`plugin_view`] takes those out of what a plugin is given. The
-//! cache keeps two indexes: by namespace, for `list`, and by controller-owner UID, for gathering a
-//! parent's children without a scan.
+//! jittered, like client-go's reflector). Objects are cached as JSON text, the form plugins
+//! receive ([`Cached`]), without `managedFields` (the largest part of most objects and of no use
+//! to a plugin) except the entries of reconhost's own field managers, which the planner needs to
+//! see a field the plugin stopped setting and which are kept apart from what a plugin is given.
+//! The cache keeps two indexes: by namespace, for `list`, and by controller-owner UID, for
+//! gathering a parent's children without a scan.
 //!
 //! Handlers are plain functions called on the watch task for each change. They must not block:
 //! the control loop's handlers only map the object to queue keys and add them.
@@ -29,7 +29,7 @@ use crate::model::KindRef;
 use crate::runtime::ObjectReader;
 use crate::selector::Selector;
 
-pub use super::store::{GroupKind, ObjectKey, Store};
+pub use super::store::{Cached, GroupKind, Meta, ObjectKey, Owner, Store};
 
 /// A kind as discovery resolved it.
 #[derive(Debug, Clone)]
@@ -57,9 +57,9 @@ pub struct DiscoveryError {
 #[derive(Debug)]
 pub struct Change<'a> {
     /// The object before, if it was cached.
-    pub old: Option<&'a Value>,
+    pub old: Option<&'a Cached>,
     /// The object after, unless it was deleted.
-    pub new: Option<&'a Value>,
+    pub new: Option<&'a Cached>,
     /// Part of the first list after start: work it causes is of low priority.
     pub initial: bool,
 }
@@ -124,9 +124,10 @@ impl Informer {
     /// a newer one (a relist replays every object, and a write the host observed may be ahead of
     /// the watch; only real changes become work).
     fn apply(&self, object: Value, initial: bool) {
-        let key = ObjectKey::of(&object);
+        let object = Cached::new(object);
+        let key = &object.meta.key;
         if let Some(cached) = self.store.get(&key.namespace, &key.name)
-            && !is_newer(&object, &cached)
+            && !is_newer(&object.meta, &cached.meta)
         {
             return;
         }
@@ -229,27 +230,16 @@ impl Informer {
 /// What every field manager of the host starts with (`reconhost/<plugin>`).
 const FIELD_MANAGER_PREFIX: &str = "reconhost/";
 
-/// A cached object as a plugin is given it: without the managedFields the cache keeps for the
-/// planner (a plugin has no use for them, and they would make its input depend on the host).
-pub fn plugin_view(object: &Value) -> Value {
-    let mut object = object.clone();
-    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
-    object
-}
-
 /// Whether `object` is a newer version than `cached`. resourceVersions are opaque strings to
 /// clients, but the API server serves etcd revisions, which grow; when either does not parse as
 /// one, the incoming object wins, as it would without the comparison.
-fn is_newer(object: &Value, cached: &Value) -> bool {
-    let rv = |o: &Value| o["metadata"]["resourceVersion"].as_str().map(str::to_owned);
-    match (rv(object), rv(cached)) {
-        (Some(a), Some(b)) if a == b => false,
-        (Some(a), Some(b)) => match (a.parse::<u64>(), b.parse::<u64>()) {
-            (Ok(a), Ok(b)) => a > b,
-            _ => true,
-        },
+fn is_newer(object: &Meta, cached: &Meta) -> bool {
+    let (a, b) = (&object.resource_version, &cached.resource_version);
+    if a == b {
+        return false;
+    }
+    match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a > b,
         _ => true,
     }
 }
@@ -368,12 +358,15 @@ impl CacheReader {
 }
 
 impl ObjectReader for CacheReader {
-    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<Value> {
+    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<String> {
         let informer = self.stores.get(&GroupKind::from(kind))?;
-        informer.store.get(namespace, name).map(|o| plugin_view(&o))
+        informer
+            .store
+            .get(namespace, name)
+            .map(|o| o.json().to_owned())
     }
 
-    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<Value> {
+    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<String> {
         let Some(informer) = self.stores.get(&GroupKind::from(kind)) else {
             return Vec::new();
         };
@@ -381,7 +374,7 @@ impl ObjectReader for CacheReader {
             .store
             .list(namespace, selector)
             .iter()
-            .map(|o| plugin_view(o))
+            .map(|o| o.json().to_owned())
             .collect()
     }
 }

@@ -21,7 +21,7 @@ use tracing::{debug, info, warn};
 use super::applied::Applied;
 use super::applier::{Applier, ApplyError, Written};
 use super::deps::Dependencies;
-use super::informer::{CacheReader, Informer, ObjectKey, plugin_view};
+use super::informer::{CacheReader, Cached, Informer, ObjectKey};
 use super::workers::Next;
 use crate::metrics::PluginMetrics;
 use crate::model::{Event, EventType, ReconcileRequest, object_ref};
@@ -84,7 +84,7 @@ impl Reconciler {
     /// Reconciles one parent.
     pub async fn reconcile(&self, key: &ObjectKey) -> Next {
         let name = &self.plugin.info().name;
-        let Some(parent) = self.parents.store().get(&key.namespace, &key.name) else {
+        let Some(cached) = self.parents.store().get(&key.namespace, &key.name) else {
             // Deleted: the garbage collector removes the children through their ownerReference.
             self.deps.forget(key);
             self.applied.forget(key);
@@ -92,8 +92,9 @@ impl Reconciler {
             debug!(plugin = %name, parent = %key, "parent is gone");
             return Next::Done;
         };
+        let parent = cached.value();
         let meta = &parent["metadata"];
-        let uid = meta["uid"].as_str().unwrap_or("").to_owned();
+        let uid = cached.meta.uid.clone();
         let generation = meta["generation"].as_i64().unwrap_or(0);
         if self.permanent_lock().get(key) == Some(&(uid.clone(), generation)) {
             debug!(plugin = %name, parent = %key, generation, "permanent failure; waiting for a change");
@@ -107,17 +108,17 @@ impl Reconciler {
         if deleting && !has_finalizer {
             return Next::Done;
         }
-        // The planner compares against the cached children, which keep the host's own
-        // managedFields entries; the plugin gets them without.
-        let observed: Vec<Value> = self
+        // The planner compares against the children with the host's own managedFields
+        // entries; the plugin gets them without.
+        let children: Vec<Arc<Cached>> = self
             .children
             .iter()
             .flat_map(|i| i.store().controlled_by(&uid))
-            .map(|c| Value::clone(&c))
             .collect();
+        let observed: Vec<Value> = children.iter().map(|c| c.observed()).collect();
         let request = ReconcileRequest {
-            parent: plugin_view(&parent),
-            children: observed.iter().map(plugin_view).collect(),
+            children: children.iter().map(|c| c.value()).collect(),
+            parent,
             config: self.config.clone(),
             finalizing: deleting,
         };

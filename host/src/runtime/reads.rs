@@ -9,11 +9,14 @@ use crate::selector::Selector;
 /// Answers a plugin's reads. The live host answers from its informer caches; `render` answers
 /// from files. Implementations must not block on the network: a read is part of a call that
 /// runs under a deadline.
+///
+/// Objects are answered as JSON text, the form they cross the boundary in, so a reader that
+/// keeps text (the host's caches do) hands it over without a parse and a re-serialization.
 pub trait ObjectReader: Send + Sync {
-    /// One object by kind, namespace (empty for cluster-scoped) and name.
-    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<Value>;
-    /// Objects of a kind in a namespace (empty: all) matching the selector.
-    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<Value>;
+    /// One object by kind, namespace (empty for cluster-scoped) and name, as JSON.
+    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<String>;
+    /// Objects of a kind in a namespace (empty: all) matching the selector, as JSON.
+    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<String>;
 }
 
 /// A reader with nothing in it.
@@ -21,10 +24,10 @@ pub trait ObjectReader: Send + Sync {
 pub struct NoObjects;
 
 impl ObjectReader for NoObjects {
-    fn get(&self, _: &KindRef, _: &str, _: &str) -> Option<Value> {
+    fn get(&self, _: &KindRef, _: &str, _: &str) -> Option<String> {
         None
     }
-    fn list(&self, _: &KindRef, _: &str, _: &Selector) -> Vec<Value> {
+    fn list(&self, _: &KindRef, _: &str, _: &Selector) -> Vec<String> {
         Vec::new()
     }
 }
@@ -57,15 +60,15 @@ impl StaticObjects {
 }
 
 impl ObjectReader for StaticObjects {
-    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<Value> {
+    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<String> {
         self.of_kind(kind, namespace)
             .find(|o| o["metadata"]["name"] == name)
-            .cloned()
+            .map(Value::to_string)
     }
-    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<Value> {
+    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<String> {
         self.of_kind(kind, namespace)
             .filter(|o| selector.matches_object(o))
-            .cloned()
+            .map(Value::to_string)
             .collect()
     }
 }

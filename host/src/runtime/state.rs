@@ -183,7 +183,7 @@ impl v0_1::Host for State {
             namespace,
             name,
         });
-        Ok(Ok(found.map(|o| o.to_string())))
+        Ok(Ok(found))
     }
 
     fn list(
@@ -206,6 +206,6 @@ impl v0_1::Host for State {
             namespace,
             selector: label_selector,
         });
-        Ok(Ok(found.iter().map(|o| o.to_string()).collect()))
+        Ok(Ok(found))
     }
 }
