@@ -22,7 +22,10 @@ async fn host_should_recover_from_an_api_server_restart() {
     .await
     .expect("starting a private control plane");
     let world = World::on(TestCluster::at(plane.kubeconfig()), "restart").await;
-    let mut host = world.host(&["webapp"], &[]).await;
+    // Debug logs show the relist.
+    let mut host = world
+        .host(&["webapp"], &[("RUST_LOG", "warn,reconhost=debug")])
+        .await;
     let parent = world.create_webapp("web", "nginx:1.27", 1).await;
     let service = eventually(CONVERGE, "the Service", || async {
         get(&world.services(), "web").await
@@ -76,16 +79,22 @@ async fn host_should_recover_from_an_api_server_restart() {
     })
     .await;
 
-    // The same process throughout, and it did lose its watches.
+    // The same process throughout. The new server's watch cache starts at the current
+    // revision, so resuming a watch from an older one is answered 410 Gone ("too old resource
+    // version"), and the host relists: that is how it learns of the deleted Service.
     if let Err(e) = host.check_alive() {
         panic!("the host exited: {e}");
     }
     let logs = host.logs();
+    let log = host.log_file().display();
     assert!(
         logs.iter()
             .any(|l| l["message"] == "watch failed; retrying with backoff"),
-        "the restart cut the host's watches (see {})",
-        host.log_file().display()
+        "the restart cut the host's watches (see {log})"
+    );
+    assert!(
+        logs.iter().any(|l| l["message"] == "relisted"),
+        "a watch that could not resume relisted (see {log})"
     );
     assert!(host.metrics().await.is_ok(), "metrics still served");
     host.stop(Duration::from_secs(10));

@@ -124,14 +124,9 @@ impl Informer {
     /// a newer one (a relist replays every object, and a write the host observed may be ahead of
     /// the watch; only real changes become work).
     fn apply(&self, object: Value, initial: bool) {
-        let object = Cached::new(object);
-        let key = &object.meta.key;
-        if let Some(cached) = self.store.get(&key.namespace, &key.name)
-            && !is_newer(&object.meta, &cached.meta)
-        {
+        let Some((old, new)) = self.store.upsert(Cached::new(object)) else {
             return;
-        }
-        let (old, new) = self.store.upsert(object);
+        };
         self.notify(&Change {
             old: old.as_deref(),
             new: Some(&new),
@@ -148,8 +143,9 @@ impl Informer {
         self.apply(object, false);
     }
 
-    fn delete(&self, key: &ObjectKey) {
-        if let Some(old) = self.store.remove(key) {
+    /// Uncaches an object; `version` is the resourceVersion of its deletion, when known.
+    fn delete(&self, key: &ObjectKey, version: Option<&str>) {
+        if let Some(old) = self.store.remove(key, version) {
             self.notify(&Change {
                 old: Some(&old),
                 new: None,
@@ -206,9 +202,10 @@ impl Informer {
                     let seen = listing.take().unwrap_or_default();
                     for key in self.store.keys() {
                         if !seen.contains(&key) {
-                            self.delete(&key);
+                            self.delete(&key, None);
                         }
                     }
+                    self.store.forget_deleted();
                     if !self.is_synced() {
                         info!(%kind, objects = self.store.len(), "cache synced");
                     } else {
@@ -219,7 +216,8 @@ impl Informer {
                 Ok(Event::Apply(object)) => self.apply(self.normalize(object), false),
                 Ok(Event::Delete(object)) => {
                     let object = self.normalize(object);
-                    self.delete(&ObjectKey::of(&object));
+                    let version = object["metadata"]["resourceVersion"].as_str();
+                    self.delete(&ObjectKey::of(&object), version);
                 }
                 Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
             }
@@ -229,20 +227,6 @@ impl Informer {
 
 /// What every field manager of the host starts with (`reconhost/<plugin>`).
 const FIELD_MANAGER_PREFIX: &str = "reconhost/";
-
-/// Whether `object` is a newer version than `cached`. resourceVersions are opaque strings to
-/// clients, but the API server serves etcd revisions, which grow; when either does not parse as
-/// one, the incoming object wins, as it would without the comparison.
-fn is_newer(object: &Meta, cached: &Meta) -> bool {
-    let (a, b) = (&object.resource_version, &cached.resource_version);
-    if a == b {
-        return false;
-    }
-    match (a.parse::<u64>(), b.parse::<u64>()) {
-        (Ok(a), Ok(b)) => a > b,
-        _ => true,
-    }
-}
 
 /// Every informer of the host, created on first use and shared.
 pub struct Informers {
@@ -416,8 +400,8 @@ mod tests {
         let mut stale = object("a", "x", None, json!({}));
         stale["metadata"]["resourceVersion"] = json!("1");
         informer.apply(stale, false);
-        informer.delete(&ObjectKey::new("a", "x"));
-        informer.delete(&ObjectKey::new("a", "x"));
+        informer.delete(&ObjectKey::new("a", "x"), Some("3"));
+        informer.delete(&ObjectKey::new("a", "x"), Some("3"));
         assert_eq!(
             *seen.lock().unwrap(),
             [

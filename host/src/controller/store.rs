@@ -11,6 +11,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -213,7 +214,22 @@ struct Indexed {
     objects: HashMap<ObjectKey, Arc<Cached>>,
     by_namespace: HashMap<String, BTreeSet<String>>,
     by_owner: HashMap<String, BTreeSet<ObjectKey>>,
+    /// Keys deleted since the last full list, with the resourceVersion of the deletion. The
+    /// host caches its own writes' answers, and one can arrive after the watch reported the
+    /// object deleted (someone deleted a child while the host was still applying the rest of
+    /// its plan); without the tombstone that older answer would bring the object back as a
+    /// ghost, and the planner would never recreate it.
+    deleted: HashMap<ObjectKey, (String, Instant)>,
 }
+
+/// How long a tombstone is kept. The race it guards is one reconcile's apply (the answer to
+/// an early write is cached only after the last write of the plan), which takes seconds; five
+/// minutes also covers a slow API server. Without a limit, tombstones would pile up between
+/// relists, which are rare, at the rate objects are deleted.
+const TOMBSTONE_TTL: Duration = Duration::from_secs(300);
+
+/// Tombstones are pruned of expired entries once there are more than this many.
+const TOMBSTONE_PRUNE_AT: usize = 1024;
 
 impl Indexed {
     fn unindex(&mut self, meta: &Meta) {
@@ -292,11 +308,22 @@ impl Store {
         inner.objects.keys().cloned().collect()
     }
 
-    /// Inserts or replaces an object; returns what it replaced.
-    pub fn upsert(&self, object: Cached) -> (Option<Arc<Cached>>, Arc<Cached>) {
+    /// Inserts or replaces an object, unless the cache holds the same or a newer version of it
+    /// or saw it deleted at a newer version. Returns what it replaced and what it inserted, or
+    /// `None` if it kept what it had. The comparison and the insert are one step, so a watch
+    /// event and the answer to a write racing it cannot leave the older one cached.
+    pub fn upsert(&self, object: Cached) -> Option<(Option<Arc<Cached>>, Arc<Cached>)> {
         let object = Arc::new(object);
         let key = object.meta.key.clone();
         let mut inner = self.inner.write().expect("store lock poisoned");
+        let known = match inner.objects.get(&key) {
+            Some(cached) => Some(cached.meta.resource_version.as_str()),
+            None => inner.deleted.get(&key).map(|(v, _)| v.as_str()),
+        };
+        if known.is_some_and(|known| !is_newer(&object.meta.resource_version, known)) {
+            return None;
+        }
+        inner.deleted.remove(&key);
         let old = inner.objects.insert(key.clone(), object.clone());
         if let Some(old) = &old {
             inner.unindex(&old.meta);
@@ -313,15 +340,47 @@ impl Store {
                 .or_default()
                 .insert(key);
         }
-        (old, object)
+        Some((old, object))
     }
 
-    /// Removes an object; returns it if it was cached.
-    pub fn remove(&self, key: &ObjectKey) -> Option<Arc<Cached>> {
+    /// Removes an object; returns it if it was cached. `version`, the resourceVersion of the
+    /// deletion when the watch reported one, is remembered until [`Store::forget_deleted`].
+    pub fn remove(&self, key: &ObjectKey, version: Option<&str>) -> Option<Arc<Cached>> {
         let mut inner = self.inner.write().expect("store lock poisoned");
+        if let Some(version) = version {
+            let now = Instant::now();
+            if inner.deleted.len() >= TOMBSTONE_PRUNE_AT {
+                inner
+                    .deleted
+                    .retain(|_, (_, at)| now.duration_since(*at) < TOMBSTONE_TTL);
+            }
+            inner.deleted.insert(key.clone(), (version.to_owned(), now));
+        }
         let old = inner.objects.remove(key)?;
         inner.unindex(&old.meta);
         Some(old)
+    }
+
+    /// Drops the tombstones: a full list has just made the cache agree with the API server.
+    pub fn forget_deleted(&self) {
+        self.inner
+            .write()
+            .expect("store lock poisoned")
+            .deleted
+            .clear();
+    }
+}
+
+/// Whether resourceVersion `incoming` is newer than `known`. resourceVersions are opaque
+/// strings to clients, but the API server serves etcd revisions, which grow; when either does
+/// not parse as a number, the incoming version wins, as it would without the comparison.
+fn is_newer(incoming: &str, known: &str) -> bool {
+    if incoming == known {
+        return false;
+    }
+    match (incoming.parse::<u64>(), known.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => true,
     }
 }
 
@@ -364,14 +423,54 @@ mod tests {
     fn store_should_move_index_entries_on_update_and_drop_them_on_remove() {
         let store = Store::default();
         store.upsert(object("a", "x", Some("p1"), json!({})));
-        let (old, _) = store.upsert(object("a", "x", Some("p2"), json!({})));
+        let mut moved = object("a", "x", Some("p2"), json!({}));
+        moved.meta.resource_version = "2".into();
+        let (old, _) = store.upsert(moved).expect("a newer version");
         assert!(old.is_some());
         assert!(store.controlled_by("p1").is_empty());
         assert_eq!(store.controlled_by("p2").len(), 1);
-        store.remove(&ObjectKey::new("a", "x"));
+        store.remove(&ObjectKey::new("a", "x"), None);
         assert!(store.controlled_by("p2").is_empty());
         assert!(store.list("a", &Selector::default()).is_empty());
         assert!(store.is_empty());
+    }
+
+    fn at(version: &str) -> Cached {
+        let mut o = object("a", "x", None, json!({}));
+        o.meta.resource_version = version.into();
+        o
+    }
+
+    #[test]
+    fn store_should_keep_the_newest_version_and_not_resurrect_a_deleted_object() {
+        let store = Store::default();
+        let key = ObjectKey::new("a", "x");
+        assert!(store.upsert(at("5")).is_some());
+        assert!(store.upsert(at("5")).is_none(), "a replay");
+        assert!(store.upsert(at("4")).is_none(), "an older version");
+        assert!(store.upsert(at("6")).is_some());
+        store.remove(&key, Some("7"));
+        assert!(
+            store.upsert(at("6")).is_none(),
+            "an answer that raced the delete"
+        );
+        assert!(store.get("a", "x").is_none());
+        assert!(
+            store.upsert(at("8")).is_some(),
+            "created again after the delete"
+        );
+        store.remove(&key, Some("9"));
+        store.forget_deleted();
+        assert!(
+            store.upsert(at("6")).is_some(),
+            "a full list is the truth again"
+        );
+        let mut unparsed = at("x1");
+        unparsed.meta.resource_version = "not-a-number".into();
+        assert!(
+            store.upsert(unparsed).is_some(),
+            "opaque versions: the incoming one wins"
+        );
     }
 
     #[test]
