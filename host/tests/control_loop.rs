@@ -426,6 +426,20 @@ async fn failing_plugin_should_back_off_report_on_the_parent_and_recover_when_fi
         errors >= 8.0 && retries >= errors - 1.0,
         "every failure is counted and retried: {errors} errors, {retries} retries:\n{metrics}"
     );
+    // The same warning again and again is one Event whose series counts up, not an Event per
+    // failure.
+    let warnings: Vec<Value> = world
+        .events("f")
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "Warning" && e["reason"] == "ReconcileError")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0]["series"]["count"].as_i64() >= Some(2),
+        "{:#?}",
+        warnings[0]
+    );
 
     // Fixing the input recovers at once: the failed call's read of the switch is tracked.
     world

@@ -149,19 +149,24 @@ impl World {
             .collect()
     }
 
-    /// Warning and Normal events recorded on an object, as (type, reason, note).
-    pub async fn events_for(&self, name: &str) -> Vec<(String, String, String)> {
+    /// The events.k8s.io Events recorded on an object, as JSON.
+    pub async fn events(&self, name: &str) -> Vec<Value> {
         let api = self.api("events.k8s.io", "v1", "Event", "events");
         let list = api.list(&Default::default()).await.expect("listing events");
         list.items
             .into_iter()
-            .filter_map(|e| {
-                let e = serde_json::to_value(e).ok()?;
-                (e["regarding"]["name"] == name).then(|| {
-                    let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
-                    (s(&e["type"]), s(&e["reason"]), s(&e["note"]))
-                })
-            })
+            .filter_map(|e| serde_json::to_value(e).ok())
+            .filter(|e| e["regarding"]["name"] == name)
+            .collect()
+    }
+
+    /// Warning and Normal events recorded on an object, as (type, reason, note).
+    pub async fn events_for(&self, name: &str) -> Vec<(String, String, String)> {
+        let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
+        self.events(name)
+            .await
+            .iter()
+            .map(|e| (s(&e["type"]), s(&e["reason"]), s(&e["note"])))
             .collect()
     }
 }
