@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{CONVERGE, World, condition, controlled_by, drained, get, reconciles};
+use common::{CONVERGE, World, condition, controlled_by, drained, get, reconciles, synced};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use reconhost_tests::host::{Host, sample};
 use reconhost_tests::support::eventually;
@@ -238,11 +238,7 @@ async fn reconciling_a_child_the_api_server_normalised_should_write_nothing() {
         quota["spec"]["hard"],
         json!({"requests.cpu": "500m", "requests.memory": "1Gi"})
     );
-    eventually(CONVERGE, "Synced=True", || async {
-        let q = get(&quotas, "q").await?;
-        (condition(&q, "Synced")?["status"] == "True").then_some(())
-    })
-    .await;
+    synced(&quotas, "q").await;
     drained(&host, "control-normalized").await;
 
     // Wake the parent three times without changing what it wants.
@@ -277,11 +273,7 @@ async fn resync_should_reconcile_unchanged_parents_again_and_write_nothing() {
         .host_with(&["webapp"], &[], &["--sync-period=1s"])
         .await;
     world.create_webapp("web", "nginx:1.27", 1).await;
-    eventually(CONVERGE, "Synced=True", || async {
-        let w = get(&world.webapps(), "web").await?;
-        (condition(&w, "Synced")?["status"] == "True").then_some(())
-    })
-    .await;
+    synced(&world.webapps(), "web").await;
     drained(&host, "webapp").await;
     let mark = world.writes();
     let before = reconciles(&host, "webapp").await;
@@ -292,6 +284,76 @@ async fn resync_should_reconcile_unchanged_parents_again_and_write_nothing() {
     drained(&host, "webapp").await;
     let writes = world.host_writes_since(mark);
     assert!(writes.is_empty(), "writes from resyncs: {writes:#?}");
+}
+
+#[tokio::test]
+async fn shutdown_should_finish_the_reconcile_in_flight_and_start_no_other() {
+    let world = World::new("loop-shutdown").await;
+    // One worker: of two parents, one is reconciled (1.5 s) while the other waits its turn.
+    let host = world
+        .host_with(&["control-slow"], &[], &["--max-concurrent-reconciles=1"])
+        .await;
+    let slows = world.api("test.reconhost.dev", "v1", "Slow", "slows");
+    for name in ["a", "b"] {
+        world
+            .create(
+                &slows,
+                json!({"apiVersion": "test.reconhost.dev/v1", "kind": "Slow", "metadata": {"name": name}}),
+            )
+            .await;
+    }
+    let working = eventually(CONVERGE, "a reconcile in flight", || async {
+        let logs = host.logs();
+        let line = logs.iter().find(|l| l["message"] == "working")?;
+        line["parent"].as_str().map(str::to_owned)
+    })
+    .await;
+    let log_file = host.log_file().to_owned();
+    host.stop(Duration::from_secs(30));
+
+    let messages: Vec<(String, String)> = std::fs::read_to_string(&log_file)
+        .expect("the host's log")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|l| {
+            let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
+            (s(&l["message"]), s(&l["parent"]))
+        })
+        .collect();
+    let at = |message: &str, parent: &str| {
+        messages
+            .iter()
+            .position(|(m, p)| m == message && (parent.is_empty() || p == parent))
+            .unwrap_or_else(|| panic!("no {message:?} for {parent:?} in {}", log_file.display()))
+    };
+    let signal = at("SIGTERM received, shutting down", "");
+    let finished = at("reconciled", &working);
+    assert!(
+        signal < finished && finished < at("shut down", ""),
+        "the reconcile in flight finished after the signal and before the exit: {messages:#?}"
+    );
+    let started: Vec<_> = messages.iter().filter(|(m, _)| m == "working").collect();
+    assert_eq!(
+        started.len(),
+        1,
+        "no reconcile started after the signal: {started:?}"
+    );
+
+    let (in_flight, waiting) = if working.ends_with("/a") {
+        ("a", "b")
+    } else {
+        ("b", "a")
+    };
+    assert!(
+        get(&world.config_maps(), &format!("{in_flight}-out"))
+            .await
+            .is_some()
+    );
+    assert!(
+        get(&world.config_maps(), &format!("{waiting}-out"))
+            .await
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -374,19 +436,19 @@ async fn failing_plugin_should_back_off_report_on_the_parent_and_recover_when_fi
         )
         .await;
 
-    let synced = eventually(CONVERGE, "Synced=False on the parent", || async {
+    let failed = eventually(CONVERGE, "Synced=False on the parent", || async {
         let f = get(&flakies, "f").await?;
         let c = condition(&f, "Synced")?.clone();
         (c["status"] == "False").then_some(c)
     })
     .await;
-    assert_eq!(synced["reason"], "ReconcileError");
+    assert_eq!(failed["reason"], "ReconcileError");
     assert!(
-        synced["message"]
+        failed["message"]
             .as_str()
             .unwrap()
             .contains("the switch f-switch says fail"),
-        "{synced}"
+        "{failed}"
     );
     let warning = eventually(CONVERGE, "a Warning event", || async {
         world
@@ -458,11 +520,7 @@ async fn failing_plugin_should_back_off_report_on_the_parent_and_recover_when_fi
     )
     .await;
     assert_eq!(out["data"]["ok"], "true");
-    eventually(CONVERGE, "Synced=True", || async {
-        let f = get(&flakies, "f").await?;
-        (condition(&f, "Synced")?["status"] == "True").then_some(())
-    })
-    .await;
+    synced(&flakies, "f").await;
 }
 
 #[tokio::test]
@@ -470,18 +528,18 @@ async fn invalid_spec_should_be_a_permanent_error_without_retries_until_the_spec
     let world = World::new("loop-invalid").await;
     let host = world.host(&["webapp"], &[]).await;
     world.create_webapp("bad", "", 1).await;
-    let synced: Value = eventually(CONVERGE, "Synced=False", || async {
+    let failed: Value = eventually(CONVERGE, "Synced=False", || async {
         let w = get(&world.webapps(), "bad").await?;
         let c = condition(&w, "Synced")?.clone();
         (c["status"] == "False").then_some(c)
     })
     .await;
     assert!(
-        synced["message"]
+        failed["message"]
             .as_str()
             .unwrap()
             .contains("spec.image must not be empty"),
-        "{synced}"
+        "{failed}"
     );
     assert!(get(&world.deployments(), "bad").await.is_none());
 
@@ -526,11 +584,7 @@ async fn invalid_spec_should_be_a_permanent_error_without_retries_until_the_spec
         || async { get(&world.deployments(), "bad").await },
     )
     .await;
-    eventually(CONVERGE, "Synced=True", || async {
-        let w = get(&world.webapps(), "bad").await?;
-        (condition(&w, "Synced")?["status"] == "True").then_some(())
-    })
-    .await;
+    synced(&world.webapps(), "bad").await;
 }
 
 /// When the host logged a failed reconcile of `parent`, in order.

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{CONVERGE, World, condition, get};
+use common::{CONVERGE, World, condition, get, synced};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use reconhost_tests::support::{eventually, unique_suffix};
 use reconhost_tests::{ControlPlane, Options, TestCluster};
@@ -31,11 +31,7 @@ async fn host_should_recover_from_an_api_server_restart() {
         get(&world.services(), "web").await
     })
     .await;
-    eventually(CONVERGE, "Synced=True", || async {
-        let w = get(&world.webapps(), "web").await?;
-        (condition(&w, "Synced")?["status"] == "True").then_some(())
-    })
-    .await;
+    synced(&world.webapps(), "web").await;
 
     plane
         .restart_api_server(Duration::from_secs(2))

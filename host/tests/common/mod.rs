@@ -219,3 +219,12 @@ pub async fn drained(host: &Host, controller: &str) {
     })
     .await;
 }
+
+/// Waits until the object shows `Synced=True` (its last reconcile went through) and returns it.
+pub async fn synced(api: &Api<DynamicObject>, name: &str) -> Value {
+    eventually(CONVERGE, &format!("Synced=True on {name}"), || async {
+        let object = get(api, name).await?;
+        (condition(&object, "Synced")?["status"] == "True").then_some(object)
+    })
+    .await
+}
