@@ -153,8 +153,8 @@ impl Process {
             Process::Operator(c) => std::fs::read_to_string(c.log())
                 .unwrap_or_default()
                 .lines()
-                .filter_map(|l| l.strip_prefix("reconciles ")?.parse().ok())
-                .last()
+                .rev()
+                .find_map(|l| l.strip_prefix("reconciles ")?.parse().ok())
                 .unwrap_or(0.0),
         }
     }
@@ -286,7 +286,8 @@ async fn main() {
     let of = |v: Variant, get: &dyn Fn(&Figures) -> f64| {
         median(all.iter().filter(|f| f.variant == v).map(get).collect())
     };
-    let rows: [(&str, &dyn Fn(&Figures) -> f64); 6] = [
+    type Column<'a> = &'a dyn Fn(&Figures) -> f64;
+    let rows: [(&str, Column); 6] = [
         ("converged after (s)", &|f| f.converge.as_secs_f64()),
         ("reconciles", &|f| f.reconciles),
         ("API writes", &|f| f.writes as f64),

@@ -13,6 +13,7 @@
 
 pub mod applied;
 pub mod applier;
+pub mod cached;
 pub mod deps;
 pub mod informer;
 pub mod queue;

@@ -1,12 +1,7 @@
 //! The cache of one kind: objects by key, with an index by namespace (for `list`) and one by
 //! controller-owner UID (for gathering a parent's children without a scan). Pure data; the
 //! informer fills it.
-//!
-//! An object is kept as its compact JSON text plus the few fields the indexes, the change
-//! handlers and dependency tracking need, parsed once ([`Meta`]). A `serde_json::Value` costs
-//! about ten times its text (measured: a Deployment is 1.9 KB of JSON and 20 KB as a `Value`,
-//! a Service 1.3 KB and 12 KB), and the cache is most of the host's memory. Plugins receive
-//! JSON text anyway, and a reconcile parses only the parent and children it plans for.
+//! Objects are kept as [`Cached`]: JSON text plus the parsed fields the indexes need.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -15,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use super::cached::{Cached, Meta, Owner};
 use crate::model::KindRef;
 use crate::selector::Selector;
 
@@ -72,134 +68,6 @@ impl From<&KindRef> for GroupKind {
             group: kind.group().to_owned(),
             kind: kind.kind.clone(),
         }
-    }
-}
-
-/// What the host needs to know of a cached object without parsing its JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Meta {
-    /// Namespace and name.
-    pub key: ObjectKey,
-    /// `metadata.uid`.
-    pub uid: String,
-    /// `metadata.resourceVersion`.
-    pub resource_version: String,
-    /// `metadata.labels`, sorted by key.
-    pub labels: Box<[(String, String)]>,
-    /// The ownerReference marked `controller: true`, if any.
-    pub controller: Option<Owner>,
-}
-
-/// A controller ownerReference.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    /// `apiVersion` of the owner.
-    pub api_version: String,
-    /// `kind` of the owner.
-    pub kind: String,
-    /// `name` of the owner (in the object's namespace, or cluster-scoped).
-    pub name: String,
-    /// `uid` of the owner.
-    pub uid: String,
-}
-
-impl Meta {
-    /// The fields of a JSON object.
-    pub fn of(object: &Value) -> Self {
-        let meta = &object["metadata"];
-        let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
-        let mut labels: Vec<(String, String)> = meta["labels"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        labels.sort();
-        let controller = meta["ownerReferences"]
-            .as_array()
-            .and_then(|refs| refs.iter().find(|r| r["controller"] == true))
-            .map(|r| Owner {
-                api_version: text(&r["apiVersion"]),
-                kind: text(&r["kind"]),
-                name: text(&r["name"]),
-                uid: text(&r["uid"]),
-            });
-        Self {
-            key: ObjectKey::of(object),
-            uid: text(&meta["uid"]),
-            resource_version: text(&meta["resourceVersion"]),
-            labels: labels.into_boxed_slice(),
-            controller,
-        }
-    }
-
-    /// The value of a label.
-    pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels
-            .binary_search_by(|(k, _)| k.as_str().cmp(key))
-            .ok()
-            .map(|i| self.labels[i].1.as_str())
-    }
-
-    /// Whether the labels satisfy `selector`.
-    pub fn selected_by(&self, selector: &Selector) -> bool {
-        selector.matches_with(|key| self.label(key))
-    }
-}
-
-/// One cached object.
-#[derive(Debug)]
-pub struct Cached {
-    /// The parsed fields.
-    pub meta: Meta,
-    /// The object as compact JSON, without `managedFields`: what a plugin is given.
-    json: Box<str>,
-    /// The `managedFields` entries the cache keeps (reconhost's own, see the informer), as a
-    /// JSON array, for the planner; `None` if there are none.
-    managed_fields: Option<Box<str>>,
-}
-
-impl Cached {
-    /// Caches a JSON object. Its `managedFields`, if any, are kept apart from the text.
-    pub fn new(mut object: Value) -> Self {
-        let managed_fields = object
-            .get_mut("metadata")
-            .and_then(Value::as_object_mut)
-            .and_then(|m| m.remove("managedFields"))
-            .filter(|f| f.as_array().is_some_and(|a| !a.is_empty()))
-            .map(|f| f.to_string().into_boxed_str());
-        Self {
-            meta: Meta::of(&object),
-            json: object.to_string().into_boxed_str(),
-            managed_fields,
-        }
-    }
-
-    /// The object as JSON text, as a plugin is given it.
-    pub fn json(&self) -> &str {
-        &self.json
-    }
-
-    /// The object, parsed, as a plugin is given it.
-    pub fn value(&self) -> Value {
-        // The text was written by serde_json from a Value: it always parses.
-        serde_json::from_str(&self.json).unwrap_or(Value::Null)
-    }
-
-    /// The object, parsed, with the kept `managedFields` back in place: what the planner
-    /// compares the desired state with.
-    pub fn observed(&self) -> Value {
-        let mut object = self.value();
-        if let (Some(fields), Some(meta)) = (
-            &self.managed_fields,
-            object.get_mut("metadata").and_then(Value::as_object_mut),
-        ) {
-            let fields = serde_json::from_str(fields).unwrap_or(Value::Null);
-            meta.insert("managedFields".into(), fields);
-        }
-        object
     }
 }
 
@@ -471,39 +339,5 @@ mod tests {
             store.upsert(unparsed).is_some(),
             "opaque versions: the incoming one wins"
         );
-    }
-
-    #[test]
-    fn cached_object_should_keep_managed_fields_apart_from_what_a_plugin_sees() {
-        let fields =
-            json!([{"manager": "reconhost/p", "operation": "Apply", "fieldsV1": {"f:data": {}}}]);
-        let cached = Cached::new(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "x", "namespace": "a", "uid": "u", "resourceVersion": "9",
-                         "labels": {"b": "2", "a": "1"}, "managedFields": fields},
-            "data": {"k": "v"}
-        }));
-        assert!(
-            !cached.json().contains("managedFields"),
-            "{}",
-            cached.json()
-        );
-        assert_eq!(cached.value()["data"]["k"], "v");
-        assert_eq!(cached.observed()["metadata"]["managedFields"], fields);
-        assert_eq!(
-            (
-                cached.meta.uid.as_str(),
-                cached.meta.resource_version.as_str()
-            ),
-            ("u", "9")
-        );
-        assert_eq!(cached.meta.label("a"), Some("1"));
-        assert_eq!(cached.meta.label("c"), None);
-        assert!(
-            cached
-                .meta
-                .selected_by(&Selector::parse("a=1,b in (2,3),!c").unwrap())
-        );
-        assert!(!cached.meta.selected_by(&Selector::parse("b=3").unwrap()));
     }
 }

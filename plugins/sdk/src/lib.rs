@@ -203,7 +203,7 @@ pub mod __private {
     pub fn reconcile<P: Reconciler>(
         request: wit_types::Request,
     ) -> Result<wit_types::Response, wit_types::Error> {
-        let request = Request::from_wit(request).map_err(|e| wit_types::Error::Permanent(e))?;
+        let request = Request::from_wit(request).map_err(wit_types::Error::Permanent)?;
         match P::reconcile(request) {
             Ok(response) => Ok(response.into_wit()),
             Err(crate::Error::Transient(m)) => Err(wit_types::Error::Transient(m)),
