@@ -63,10 +63,13 @@ pub struct PluginInfo {
     pub finalizer: bool,
 }
 
+/// What every field manager of the host starts with: a plugin's is `reconhost/<plugin>`.
+pub const FIELD_MANAGER_PREFIX: &str = "reconhost/";
+
 impl PluginInfo {
     /// The field manager the host applies this plugin's children with.
     pub fn field_manager(&self) -> String {
-        format!("reconhost/{}", self.name)
+        format!("{FIELD_MANAGER_PREFIX}{}", self.name)
     }
 
     /// The finalizer the host puts on parents when the plugin asks for one.
@@ -80,8 +83,9 @@ impl PluginInfo {
 pub struct ReconcileRequest {
     /// The parent object.
     pub parent: Value,
-    /// Its observed children.
-    pub children: Vec<Value>,
+    /// Its observed children, as JSON text: they go to the plugin as they are, and the live
+    /// host caches them as text, so they are never parsed just to be written out again.
+    pub children: Vec<String>,
     /// The plugin's configuration (`{}` if none).
     pub config: Value,
     /// The parent is being deleted and the host's finalizer is on it.

@@ -182,7 +182,8 @@ fn kind_of(object: &Value) -> KindRef {
     )
 }
 
-fn same_object(observed: &Value, kind: &KindRef, name: &str) -> bool {
+/// Whether `observed` is the object of `kind` named `name`.
+pub fn same_object(observed: &Value, kind: &KindRef, name: &str) -> bool {
     kind.matches(
         observed["apiVersion"].as_str().unwrap_or(""),
         observed["kind"].as_str().unwrap_or(""),

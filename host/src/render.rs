@@ -93,7 +93,7 @@ pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
             .is_some_and(|f| f.iter().any(|x| x == info.finalizer_name().as_str()));
     let request = ReconcileRequest {
         parent: parent.clone(),
-        children: observed.clone(),
+        children: observed.iter().map(Value::to_string).collect(),
         config,
         finalizing,
     };

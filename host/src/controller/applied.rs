@@ -21,8 +21,8 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::applier::Written;
-use super::informer::ObjectKey;
-use crate::planner::{Action, Plan};
+use super::informer::{GroupKind, ObjectKey};
+use crate::planner::{self, Action, Plan};
 
 /// Per parent: child UID → what was applied to it and the version that produced.
 #[derive(Default)]
@@ -51,13 +51,9 @@ impl Applied {
             .iter_mut()
             .filter(|c| c.action == Action::Update)
         {
-            let current = observed.iter().find(|o| {
-                o["metadata"]["name"] == child.name.as_str()
-                    && child.kind.matches(
-                        o["apiVersion"].as_str().unwrap_or(""),
-                        o["kind"].as_str().unwrap_or(""),
-                    )
-            });
+            let current = observed
+                .iter()
+                .find(|o| planner::same_object(o, &child.kind, &child.name));
             let Some(current) = current else { continue };
             let meta = &current["metadata"];
             let remembered = meta["uid"].as_str().and_then(|uid| children.get(uid));
@@ -78,10 +74,7 @@ impl Applied {
             let Some(sent) = plan.children.iter().find(|c| {
                 c.action != Action::Delete
                     && c.name == w.object.metadata.name.as_deref().unwrap_or("")
-                    && w.object
-                        .types
-                        .as_ref()
-                        .is_some_and(|t| c.kind.matches(&t.api_version, &t.kind))
+                    && GroupKind::from(&c.kind) == w.kind
             }) else {
                 continue;
             };

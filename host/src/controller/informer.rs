@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::model::KindRef;
+use crate::model::{FIELD_MANAGER_PREFIX, KindRef};
 use crate::runtime::ObjectReader;
 use crate::selector::Selector;
 
@@ -224,9 +224,6 @@ impl Informer {
         }
     }
 }
-
-/// What every field manager of the host starts with (`reconhost/<plugin>`).
-const FIELD_MANAGER_PREFIX: &str = "reconhost/";
 
 /// Every informer of the host, created on first use and shared.
 pub struct Informers {

@@ -108,8 +108,8 @@ impl Reconciler {
         if deleting && !has_finalizer {
             return Next::Done;
         }
-        // The planner compares against the children with the host's own managedFields
-        // entries; the plugin gets them without.
+        // The plugin gets the children's cached text as it is; the planner compares against
+        // them parsed, with the host's own managedFields entries.
         let children: Vec<Arc<Cached>> = self
             .children
             .iter()
@@ -117,7 +117,7 @@ impl Reconciler {
             .collect();
         let observed: Vec<Value> = children.iter().map(|c| c.observed()).collect();
         let request = ReconcileRequest {
-            children: children.iter().map(|c| c.value()).collect(),
+            children: children.iter().map(|c| c.json().to_owned()).collect(),
             parent,
             config: self.config.clone(),
             finalizing: deleting,

@@ -1,6 +1,7 @@
 //! The cache of one kind: objects by key, with an index by namespace (for `list`) and one by
 //! controller-owner UID (for gathering a parent's children without a scan). Pure data; the
 //! informer fills it.
+//!
 //! Objects are kept as [`Cached`]: JSON text plus the parsed fields the indexes need.
 
 use std::collections::{BTreeSet, HashMap};

@@ -9,7 +9,6 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use wasmtime::{Store, Trap};
 
 use super::bindings::v0_1::{Reconciler, ReconcilerPre, types};
@@ -212,7 +211,7 @@ impl Plugin {
         store.set_epoch_deadline(deadline_ticks(prepared.limits.deadline));
         let wit_request = types::Request {
             parent: request.parent.to_string(),
-            children: request.children.iter().map(Value::to_string).collect(),
+            children: request.children.clone(),
             config: request.config.to_string(),
             finalizing: request.finalizing,
         };
