@@ -12,23 +12,15 @@ PLUGIN_DIR := $(TARGET_DIR)/plugins
 export RECONHOST_PLUGIN_DIR := $(PLUGIN_DIR)
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver
 
-.PHONY: run test build plugins bench bench-converge k8s cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test build plugins bench bench-converge bench-install tools k8s crds lint cluster-up cluster-down cluster-status check fmt clean
 
-EXAMPLES := webapp configmap-generator merged-config archiver
 
-## run: the demo: control plane up (built on first use), example CRDs and parents, the host reconciling them
-run: k8s build
-	@bin=$$(bash tools/k8s/build.sh); \
-	kubeconfig=$$($(CLUSTER) up | sed -n 's/^KUBECONFIG=//p'); \
-	kubectl() { "$$bin/kubectl" --kubeconfig "$$kubeconfig" "$$@"; }; \
-	for crd in plugins/examples/*/crd.yaml; do kubectl apply --server-side -f "$$crd" >/dev/null; done; \
-	kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null; \
-	kubectl apply --server-side -f deploy/examples/demo.yaml; \
-	echo "control plane: export KUBECONFIG=$$kubeconfig; kubectl is $$bin/kubectl (make cluster-down stops it)" >&2; \
-	exec $(RECONHOST) run --kubeconfig "$$kubeconfig" $(foreach p,$(EXAMPLES),--plugin $(PLUGIN_DIR)/$(p).wasm)
+## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
+run: tools build
+	@RECONHOST=$(RECONHOST) CLUSTER=$(CLUSTER) PLUGIN_DIR=$(PLUGIN_DIR) bash scripts/demo.sh
 
 ## test: build everything, start a private control plane, run every test, stop it
-test: k8s build
+test: tools build
 	cd plugins && $(CARGO) test $(EXAMPLE_CRATES)
 	$(CLUSTER) exec --name test -- $(CARGO) test --workspace --no-fail-fast
 
@@ -45,16 +37,37 @@ bench: plugins
 	$(CARGO) bench -p reconhost --bench reconcile
 
 ## bench-converge: 1000 webapp parents on a private control plane: time, API writes, host memory
-bench-converge: k8s plugins
+bench-converge: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench converge
 
-## k8s: build etcd, kube-apiserver, kube-controller-manager, kubectl and kwok if missing
+## tools: the Go-built tools, each once into a version-keyed cache: the control plane and the OCI tools
+tools: k8s
+	@bash tools/oci/build.sh >/dev/null
+
+## bench-install: time from a ReconcilePlugin to the first reconcile (cold, cached) and an upgrade under load
+bench-install: tools plugins
+	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
+	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench install
+
+## k8s: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok if missing
 k8s:
 	@bash tools/k8s/build.sh >/dev/null
 
+## crds: regenerate deploy/crds/ from the Rust types (a test fails when they drift)
+crds:
+	$(CARGO) run -q -p reconhost --bin reconhost -- crds > deploy/crds/reconcileplugins.reconhost.dev.yaml
+
+## lint: clippy on both workspaces, rustfmt, and the docs, with warnings as errors
+lint:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	cd plugins && $(CARGO) clippy --workspace --all-targets --target wasm32-wasip2 -- -D warnings
+	$(CARGO) fmt --all --check
+	cd plugins && $(CARGO) fmt --all --check
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+
 ## cluster-up: start the control plane in the background; the last line is KUBECONFIG=<path>
-cluster-up: k8s
+cluster-up: tools
 	@$(CARGO) build -q -p reconhost-tests --bin reconhost-cluster
 	@$(CLUSTER) up
 

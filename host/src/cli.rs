@@ -26,6 +26,83 @@ pub enum Command {
     Run(RunArgs),
     /// Run a plugin offline on files and print what the host would do.
     Render(RenderArgs),
+    /// Publish a plugin and install it through a ReconcilePlugin.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+    /// Print the CustomResourceDefinitions the host needs (YAML).
+    Crds,
+}
+
+/// `reconhost plugin ...`.
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Upload the component (to a ConfigMap or an OCI registry) and create or update its
+    /// ReconcilePlugin with the component's digest.
+    Install(InstallArgs),
+    /// Print the ReconcilePlugin (and, for --configmap, the ConfigMap) instead of applying them,
+    /// for GitOps.
+    Manifest(InstallArgs),
+    /// Only upload the component to an OCI registry; print its digest.
+    Push(PushArgs),
+}
+
+/// Where a plugin goes and how it is installed.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InstallArgs {
+    /// The plugin component (.wasm).
+    pub file: PathBuf,
+    /// Store the component in this ConfigMap (`namespace/name`; the namespace must be the
+    /// ServiceAccount's). Up to 1 MiB after gzip.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        conflicts_with = "oci",
+        required_unless_present = "oci"
+    )]
+    pub configmap: Option<String>,
+    /// Push the component to this OCI reference (`registry/repository:tag`).
+    #[arg(long, value_name = "REFERENCE")]
+    pub oci: Option<String>,
+    /// The ServiceAccount the plugin acts as (`namespace/name`).
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub service_account: String,
+    /// The plugin's configuration, JSON.
+    #[arg(long)]
+    pub config: Option<String>,
+    /// A `kubernetes.io/dockerconfigjson` Secret in the plugin's namespace that the host pulls
+    /// with (for --oci).
+    #[arg(long, requires = "oci")]
+    pub pull_secret: Option<String>,
+    /// How to reach the registry.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+    /// Path to a kubeconfig (install only). Default: $KUBECONFIG, ~/.kube/config, in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// Arguments of `reconhost plugin push`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PushArgs {
+    /// The plugin component (.wasm).
+    pub file: PathBuf,
+    /// The OCI reference to push to (`registry/repository:tag`).
+    #[arg(long, value_name = "REFERENCE")]
+    pub oci: String,
+    /// How to reach the registry.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// How to reach registries.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RegistryArgs {
+    /// A registry (`host:port`) to reach over plain HTTP instead of HTTPS. Repeatable.
+    #[arg(long = "insecure-registry", value_name = "HOST:PORT")]
+    pub insecure_registries: Vec<String>,
+    /// User name for the registry (with RECONHOST_REGISTRY_PASSWORD); anonymous without it.
+    #[arg(long, env = "RECONHOST_REGISTRY_USERNAME")]
+    pub registry_username: Option<String>,
 }
 
 /// Arguments of `reconhost render`.
@@ -67,9 +144,27 @@ pub struct RunArgs {
     /// ~/.kube/config, then the in-cluster service account.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// A plugin component (.wasm) to run. Repeatable; one plugin per parent kind.
-    #[arg(long = "plugin", required = true)]
+    /// A plugin component (.wasm) to run. Repeatable; one plugin per parent kind. Without any,
+    /// the host runs the plugins ReconcilePlugin resources install.
+    #[arg(long = "plugin")]
     pub plugins: Vec<PathBuf>,
+    /// Reload a `--plugin` file when it changes (for plugin authors: edit, build, see).
+    #[arg(long, requires = "plugins")]
+    pub watch: bool,
+    /// A registry (`host:port`) plugins are pulled from over plain HTTP instead of HTTPS.
+    /// Repeatable. Only the operator decides this; a ReconcilePlugin cannot.
+    #[arg(long = "insecure-registry", value_name = "HOST:PORT")]
+    pub insecure_registries: Vec<String>,
+    /// Largest plugin component accepted from a source, in bytes (after decompression).
+    #[arg(long, default_value_t = crate::source::DEFAULT_MAX_BYTES)]
+    pub max_plugin_bytes: usize,
+    /// Components compiled at once (compiling is CPU-bound and parallel already).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_compiles: u16,
+    /// How long a plugin's caches may take to hold their first list before its start fails
+    /// (controller-runtime's CacheSyncTimeout). Go duration syntax.
+    #[arg(long, default_value = "2m", value_parser = parse_period)]
+    pub cache_sync_timeout: Duration,
     /// Watch and reconcile only in this namespace (cluster-scoped kinds are watched everywhere).
     /// Without it, all namespaces.
     #[arg(long)]

@@ -1,142 +1,116 @@
-//! The control loop: informers feed a work queue per plugin; workers reconcile one parent at a
-//! time through the plugin, the planner and the applier.
+//! The control loop of one parent kind: informers feed the kind's work queue; a pool of workers
+//! reconciles one parent at a time through the plugin, the planner and the applier.
 //!
-//! Data flows one way: [`informer`] → [`queue`] → [`workers`] → [`reconciler`] → planner →
-//! [`applier`] → API server. [`deps`] turns what a reconcile read into the keys to wake when those
-//! objects change.
+//! Data flows one way: informers ([`crate::cache`]) → [`queue`] → [`workers`] → [`reconciler`] →
+//! planner → [`applier`] → API server. [`deps`] turns what a reconcile read into the keys to wake
+//! when those objects change.
 //!
 //! What wakes a parent:
 //! - a change to the parent itself (initial list and relists at low priority);
 //! - a change to an object whose controller ownerReference points at it (its children);
 //! - a change to an object its last reconcile read with `get` or `list`;
-//! - its own `requeue-after`, and backoff after a failure.
+//! - its own `requeue-after`, and backoff after a failure;
+//! - a new version of the plugin (every parent, once, at low priority).
+//!
+//! A [`Controller`] outlives the versions of its plugin: it owns the queue, and runs one
+//! [`Generation`] at a time. [`Controller::swap`] replaces the running generation atomically
+//! (queued keys stay; a key in flight finishes on the old code and cannot start on the new one
+//! until it has), [`Controller::suspend`] stops taking keys while they keep queueing, and
+//! [`Controller::stop`] stops in order: no new work, in-flight reconciles finish (bounded by the
+//! grace period), then the generation's handlers and informers are released.
 
 pub mod applied;
 pub mod applier;
-pub mod cached;
 pub mod deps;
-pub mod informer;
+pub mod generation;
 pub mod queue;
 pub mod reconciler;
-pub mod store;
 pub mod workers;
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{Mutex, Semaphore};
+use tokio::task::JoinHandle;
+use tracing::{Instrument as _, info, warn};
 
-use self::applier::Applier;
-use self::deps::Dependencies;
-use self::informer::{
-    CacheReader, DiscoveryError, GroupKind, Informer, Informers, Meta, ObjectKey,
-};
+pub use self::generation::{Generation, Spec};
 use self::queue::{Backoff, Priority, WorkQueue};
-use self::reconciler::{Parts, Reconciler};
+use self::workers::{StopHandle, stop_signal};
+use crate::cache::{DiscoveryError, GroupKind, Informers, ObjectKey};
 use crate::metrics::Metrics;
-use crate::runtime::Plugin;
 
-/// One plugin's controller: its queue and the kinds it uses, wired to the shared informers.
+/// What every controller of a host shares.
+#[derive(Clone)]
+pub struct Context {
+    /// The shared informers.
+    pub informers: Informers,
+    /// The host's client (writes are made with it).
+    pub client: kube::Client,
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
+    /// Permits for reconciles across all controllers.
+    pub global: Arc<Semaphore>,
+    /// How often every parent is queued again (zero: never).
+    pub sync_period: Duration,
+    /// How long in-flight reconciles get to finish when a pool stops.
+    pub grace: Duration,
+}
+
+/// The controller of one parent kind.
 pub struct Controller {
+    /// The plugin's name: the controller's name in metrics and logs, its field manager and its
+    /// finalizer. Fixed for the controller's life (a plugin that renames itself is a new one).
     name: String,
+    parent: GroupKind,
+    ctx: Context,
     queue: WorkQueue<ObjectKey>,
-    reconciler: Arc<Reconciler>,
-    /// Every informer the plugin uses (parent, children, reads). Workers start only once all
-    /// have their first list: before that a missing child may just not be listed yet.
-    informers: Vec<Arc<Informer>>,
+    /// The generation serving now; read by the resync task.
+    current: Arc<RwLock<Option<Arc<Generation>>>>,
+    /// The worker pool and whether it is suspended. An async lock: swaps, suspends and stops
+    /// wait for a pool to drain while holding it, so they happen one at a time.
+    pools: Mutex<Pools>,
+    resync: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Pools {
+    running: Option<Pool>,
+    suspended: bool,
+}
+
+/// A running worker pool.
+struct Pool {
+    stop: StopHandle,
+    task: JoinHandle<()>,
 }
 
 impl Controller {
-    /// Resolves the plugin's kinds, creates (or shares) their informers and registers the
-    /// handlers that turn changes into queue keys. Nothing runs until [`Controller::run`] and
-    /// [`Informers::start`].
-    pub async fn new(
-        plugin: Plugin,
-        config: Value,
-        informers: &Informers,
-        client: kube::Client,
-        metrics: &Metrics,
-    ) -> Result<Self, DiscoveryError> {
-        let info = plugin.info().clone();
-        let parents = informers.informer(&info.parent).await?;
-        let mut children = Vec::new();
-        for kind in &info.children {
-            children.push(informers.informer(kind).await?);
-        }
-        let mut reads = Vec::new();
-        for kind in &info.reads {
-            reads.push(informers.informer(kind).await?);
-        }
-
-        let queue = WorkQueue::new(metrics.queue(&info.name), Backoff::default());
-        let deps = Arc::new(Dependencies::default());
-        let parent_kind = GroupKind::from(&info.parent);
-
-        {
-            let queue = queue.clone();
-            parents.on_change(move |change| {
-                if let Some(object) = change.new.or(change.old) {
-                    queue.add(object.meta.key.clone(), priority(change.initial));
-                }
-            });
-        }
-        let namespaced = parents.kind().namespaced;
-        for child in &children {
-            let queue = queue.clone();
-            let parent_kind = parent_kind.clone();
-            child.on_change(move |change| {
-                for object in [change.old, change.new].into_iter().flatten() {
-                    if let Some(owner) = controller_of(&object.meta, &parent_kind, namespaced) {
-                        queue.add(owner, priority(change.initial));
-                    }
-                }
-            });
-        }
-        for read in &reads {
-            let queue = queue.clone();
-            let deps = deps.clone();
-            let kind = kind_of(read);
-            read.on_change(move |change| {
-                let (old, new) = (change.old.map(|c| &c.meta), change.new.map(|c| &c.meta));
-                for parent in deps.readers_of(&kind, old, new) {
-                    queue.add(parent, Priority::Normal);
-                }
-            });
-        }
-
-        let applier = Applier::new(
-            client,
-            info.clone(),
-            parents.kind().clone(),
-            children
-                .iter()
-                .map(|i| (kind_of(i), i.kind().clone()))
-                .collect::<HashMap<_, _>>(),
-            metrics.plugin(&info.name),
-        );
-        let informers = std::iter::once(&parents)
-            .chain(&children)
-            .chain(&reads)
-            .cloned()
-            .collect();
-        let reconciler = Reconciler::new(Parts {
-            plugin,
-            config,
-            parents,
-            children,
-            reader: Arc::new(CacheReader::new(reads)),
-            deps,
-            applier,
-            metrics: metrics.plugin(&info.name),
-        });
-        Ok(Self {
-            name: info.name,
+    /// A controller for `parent` under the plugin name `name`, with an empty queue and no
+    /// generation yet: nothing is reconciled until the first [`Controller::swap`].
+    pub fn new(name: &str, parent: GroupKind, ctx: Context) -> Self {
+        let queue = WorkQueue::new(ctx.metrics.queue(name), Backoff::default());
+        let current: Arc<RwLock<Option<Arc<Generation>>>> = Arc::default();
+        let resync = {
+            let (queue, current) = (queue.clone(), current.clone());
+            let keys = move || {
+                let current = current.read().expect("generation lock poisoned");
+                current
+                    .as_ref()
+                    .map(|g| g.parents().store().keys())
+                    .unwrap_or_default()
+            };
+            tokio::spawn(resync(queue, keys, ctx.sync_period))
+        };
+        Self {
+            name: name.to_owned(),
+            parent,
+            ctx,
             queue,
-            reconciler: Arc::new(reconciler),
-            informers,
-        })
+            current,
+            pools: Mutex::new(Pools::default()),
+            resync,
+        }
     }
 
     /// The plugin's name, which is also the controller's.
@@ -144,55 +118,154 @@ impl Controller {
         &self.name
     }
 
-    /// The queue, to shut it down.
+    /// The parent kind.
+    pub fn parent(&self) -> &GroupKind {
+        &self.parent
+    }
+
+    /// The queue.
     pub fn queue(&self) -> &WorkQueue<ObjectKey> {
         &self.queue
     }
 
-    /// Waits until every informer the plugin uses holds its first list, then runs `workers`
-    /// workers, each also holding one of the `global` permits while it reconciles, until the
-    /// queue is shut down and in-flight work has finished.
-    ///
-    /// Reconciling earlier would be wrong, not just early: a child whose kind is not listed yet
-    /// looks missing and would be applied again (controller-runtime and kube-runtime wait for
-    /// their caches too). Keys queued meanwhile wait in the queue. There is no time limit: a
-    /// watch that cannot list (say, RBAC forbids it) keeps retrying, logs why, and keeps
-    /// `/readyz` false.
-    ///
-    /// Every `sync_period` (zero: never) all parents are queued again at low priority.
-    pub async fn run(
-        &self,
-        workers: usize,
-        global: Arc<Semaphore>,
-        metrics: crate::metrics::ControllerMetrics,
-        sync_period: Duration,
-    ) {
-        let synced = futures::future::join_all(self.informers.iter().map(|i| i.wait_synced()));
-        tokio::select! {
-            _ = synced => {}
-            () = self.queue.closed() => return,
-        }
-        tracing::debug!(controller = %self.name, "caches synced; starting workers");
-        let reconciler = self.reconciler.clone();
-        let parents = self.informers[0].clone();
-        tokio::join!(
-            workers::run(
-                self.queue.clone(),
-                workers,
-                global,
-                metrics,
-                move |key: ObjectKey| {
-                    let reconciler = reconciler.clone();
-                    async move { reconciler.reconcile(&key).await }
-                },
-            ),
-            resync(
-                self.queue.clone(),
-                move || parents.store().keys(),
-                sync_period
-            ),
-        );
+    /// The generation serving now.
+    pub fn current(&self) -> Option<Arc<Generation>> {
+        self.current
+            .read()
+            .expect("generation lock poisoned")
+            .clone()
     }
+
+    /// Prepares a generation of `spec` on this controller's queue (see
+    /// [`Generation::prepare`]); it serves nothing until swapped in.
+    pub async fn prepare(&self, spec: Spec) -> Result<Generation, DiscoveryError> {
+        Generation::prepare(
+            spec,
+            &self.ctx.informers,
+            self.ctx.client.clone(),
+            &self.ctx.metrics,
+            &self.queue,
+        )
+        .await
+    }
+
+    /// Makes `next` the serving generation. Its caches must have synced (the caller waits, so
+    /// the old code serves meanwhile). The new pool starts before the old one is told to stop:
+    /// the queue never leases a key twice, so a key in flight on the old code waits for it to
+    /// finish, and nothing queued is lost. Once the old pool has drained (bounded by the grace
+    /// period), every parent is queued at low priority, so each is reconciled once by the new
+    /// code even if nothing changes. Returns the generation that was replaced.
+    pub async fn swap(&self, next: Generation) -> Option<Arc<Generation>> {
+        let next = Arc::new(next);
+        let mut pools = self.pools.lock().await;
+        let old_pool = pools.running.take();
+        let old = self
+            .current
+            .write()
+            .expect("generation lock poisoned")
+            .replace(next.clone());
+        if !pools.suspended {
+            pools.running = Some(self.start_pool(&next));
+        }
+        if let Some(pool) = old_pool {
+            pool.stop.stop();
+            self.drain(pool).await;
+        }
+        drop(pools);
+        for key in next.parents().store().keys() {
+            self.queue.add(key, Priority::Low);
+        }
+        old
+    }
+
+    /// Stops taking keys (they keep queueing); in-flight reconciles finish. Idempotent.
+    pub async fn suspend(&self) {
+        let mut pools = self.pools.lock().await;
+        pools.suspended = true;
+        if let Some(pool) = pools.running.take() {
+            pool.stop.stop();
+            self.drain(pool).await;
+        }
+    }
+
+    /// Takes keys again after [`Controller::suspend`]. Idempotent.
+    pub async fn resume(&self) {
+        let mut pools = self.pools.lock().await;
+        pools.suspended = false;
+        if pools.running.is_none()
+            && let Some(current) = self.current()
+        {
+            pools.running = Some(self.start_pool(&current));
+        }
+    }
+
+    /// Whether the controller is suspended.
+    pub async fn is_suspended(&self) -> bool {
+        self.pools.lock().await.suspended
+    }
+
+    /// Stops in order: no new work, in-flight reconciles finish (bounded by the grace period),
+    /// the queue shuts down, and the generation's handlers and informers are released.
+    pub async fn stop(&self) {
+        let mut pools = self.pools.lock().await;
+        pools.suspended = true;
+        if let Some(pool) = pools.running.take() {
+            pool.stop.stop();
+            self.drain(pool).await;
+        }
+        self.queue.shutdown();
+        self.resync.abort();
+        self.current
+            .write()
+            .expect("generation lock poisoned")
+            .take();
+        info!(controller = %self.name, parent = %self.parent, "controller stopped");
+    }
+
+    fn start_pool(&self, generation: &Arc<Generation>) -> Pool {
+        let (stop, signal) = stop_signal();
+        let reconciler = generation.reconciler().clone();
+        let plugin = generation.plugin().clone();
+        let name = self.name.clone();
+        let handler = move |key: ObjectKey| {
+            let reconciler = reconciler.clone();
+            let span = tracing::info_span!("reconcile", plugin = %name, parent = %key,
+                digest = %short(plugin.digest()));
+            async move { reconciler.reconcile(&key).await }.instrument(span)
+        };
+        let task = tokio::spawn(workers::run(
+            self.queue.clone(),
+            generation.spec().concurrency,
+            self.ctx.global.clone(),
+            self.ctx.metrics.controller(&self.name),
+            signal,
+            handler,
+        ));
+        Pool { stop, task }
+    }
+
+    /// Waits for a stopped pool's in-flight reconciles, at most the grace period; after that
+    /// they are aborted.
+    async fn drain(&self, mut pool: Pool) {
+        let grace = self.ctx.grace;
+        if tokio::time::timeout(grace, &mut pool.task).await.is_err() {
+            warn!(controller = %self.name, seconds = grace.as_secs(),
+                  "in-flight reconciles did not finish in time; aborting them");
+            pool.task.abort();
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.resync.abort();
+    }
+}
+
+/// The first 12 hex digits of a digest, for logs.
+pub fn short(digest: &str) -> &str {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    &hex[..hex.len().min(12)]
 }
 
 /// Queues every key `keys` gives at low priority once per `period` (plus up to 10 % jitter,
@@ -222,38 +295,6 @@ fn jittered(period: Duration) -> Duration {
     let random = std::collections::hash_map::RandomState::new().hash_one(());
     let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;
     period.mul_f64(1.0 + 0.1 * fraction)
-}
-
-fn priority(initial: bool) -> Priority {
-    if initial {
-        Priority::Low
-    } else {
-        Priority::Normal
-    }
-}
-
-fn kind_of(informer: &Informer) -> GroupKind {
-    let r = &informer.kind().resource;
-    GroupKind {
-        group: r.group.clone(),
-        kind: r.kind.clone(),
-    }
-}
-
-/// The key of the object's controller owner if that owner is of the parent kind. A namespaced
-/// owner lives in the object's namespace; a cluster-scoped one in none.
-fn controller_of(object: &Meta, parent: &GroupKind, namespaced: bool) -> Option<ObjectKey> {
-    let owner = object.controller.as_ref()?;
-    let group = owner.api_version.split_once('/').map_or("", |(g, _)| g);
-    if group != parent.group || owner.kind != parent.kind {
-        return None;
-    }
-    let namespace = if namespaced {
-        object.key.namespace.as_str()
-    } else {
-        ""
-    };
-    Some(ObjectKey::new(namespace, owner.name.as_str()))
 }
 
 #[cfg(test)]
@@ -296,5 +337,11 @@ mod tests {
             let j = jittered(period);
             assert!(j >= period && j <= period.mul_f64(1.1), "{j:?}");
         }
+    }
+
+    #[test]
+    fn short_should_cut_a_digest_to_twelve_hex_digits() {
+        assert_eq!(short("sha256:0123456789abcdef"), "0123456789ab");
+        assert_eq!(short("abc"), "abc");
     }
 }

@@ -5,26 +5,56 @@
 //! retrying, applying); a plugin computes the desired state of one custom resource kind from the
 //! observed state. docs/ARCHITECTURE.md maps the stages to modules.
 //!
+//! # Where to start reading
+//!
+//! The process starts in [`run::run`]: it builds the [`runtime`], the shared informers
+//! ([`cache`]) and the [`supervisor`], and then installs plugins from files or from
+//! ReconcilePlugin resources ([`lifecycle`]). One reconcile goes: informer change →
+//! [`controller::queue`] → [`controller::workers`] → [`controller::reconciler`] (gather from
+//! the caches, call the plugin in a fresh instance) → [`planner`] → [`controller::applier`] →
+//! API server.
+//!
 //! # Layout
 //!
 //! - [`cli`]: the command line, parsed once in `main`.
-//! - [`controller`]: the control loop (informers, queue, workers, reconciler, applier).
-//! - [`metrics`]: Prometheus metrics under controller-runtime's names plus `reconhost_*`.
-//! - [`model`]: the host's types for what crosses the plugin boundary.
-//! - [`planner`]: desired versus observed gives actions (pure).
-//! - [`render`]: `reconhost render`, a plugin run offline on files.
-//! - [`runtime`]: the sandboxed WebAssembly runtime; start here for plugins.
-//! - [`selector`]: Kubernetes label selectors.
 //! - [`run`]: the long-running host process (`reconhost run`) and its shutdown flow.
+//! - [`supervisor`]: the running controllers, added, swapped and removed while the host runs.
+//! - [`lifecycle`]: the ReconcilePlugin controller (install, upgrade, suspend, uninstall).
+//! - [`api`]: the ReconcilePlugin resource's types; the CRD is generated from them.
+//! - [`source`]: fetching components from ConfigMaps and OCI registries, verified by digest.
+//! - [`controller`]: the control loop of one parent kind and its generations.
+//! - [`cache`]: the shared informers and their caches.
+//! - [`planner`]: desired versus observed gives actions (pure).
+//! - [`runtime`]: the sandboxed WebAssembly runtime.
+//! - [`model`]: the host's types for what crosses the plugin boundary.
+//! - [`metrics`]: Prometheus metrics under controller-runtime's names plus `reconhost_*`.
+//! - [`render`]: `reconhost render`, a plugin run offline on files.
+//! - [`publish`]: `reconhost plugin install | manifest | push`.
+//! - [`watch`]: `reconhost run --watch`, reloading a plugin file when it changes.
+//! - [`selector`]: Kubernetes label selectors.
 //! - [`telemetry`]: logging set-up (human locally, JSON in a cluster).
 
+pub mod api;
+pub mod cache;
 pub mod cli;
 pub mod controller;
+pub mod lifecycle;
 pub mod metrics;
 pub mod model;
 pub mod planner;
+pub mod publish;
 pub mod render;
 pub mod run;
 pub mod runtime;
 pub mod selector;
+pub mod source;
+pub mod supervisor;
 pub mod telemetry;
+pub mod watch;
+
+/// Makes ring the process's TLS provider. The registry client's TLS stack asks for a
+/// process-wide provider (the host builds it without one, to keep a single crypto library);
+/// calling this more than once is harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

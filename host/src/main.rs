@@ -7,6 +7,7 @@ use reconhost::cli::{Cli, Command};
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     reconhost::telemetry::init(cli.log_format);
+    reconhost::install_crypto_provider();
     match cli.command {
         Command::Run(args) => reconhost::run::run(args, reconhost::run::shutdown_signal()).await,
         Command::Render(args) => {
@@ -14,6 +15,14 @@ async fn main() -> anyhow::Result<()> {
             let text =
                 tokio::task::spawn_blocking(move || reconhost::render::render(&args)).await??;
             print!("{text}");
+            Ok(())
+        }
+        Command::Plugin(command) => {
+            print!("{}", reconhost::publish::run(command).await?);
+            Ok(())
+        }
+        Command::Crds => {
+            print!("{}", reconhost::api::crd_yaml());
             Ok(())
         }
     }

@@ -29,14 +29,13 @@ impl KindRef {
 
     /// The API group: the part of apiVersion before `/`, empty for the core group.
     pub fn group(&self) -> &str {
-        self.api_version.split_once('/').map_or("", |(g, _)| g)
+        group_of(&self.api_version)
     }
 
     /// Whether `object` (JSON) is of this kind. Versions of one group count as the same kind,
     /// because the API server converts between them.
     pub fn matches(&self, api_version: &str, kind: &str) -> bool {
-        let group = api_version.split_once('/').map_or("", |(g, _)| g);
-        self.kind == kind && self.group() == group
+        self.kind == kind && self.group() == group_of(api_version)
     }
 }
 
@@ -44,6 +43,17 @@ impl fmt::Display for KindRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.api_version, self.kind)
     }
+}
+
+/// The API group of an `apiVersion`: the part before `/`, empty for the core group (`v1`).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(group, _)| group)
+}
+
+/// The current time as Kubernetes writes it in conditions (RFC 3339, whole seconds).
+pub fn now() -> String {
+    let now = jiff::Timestamp::now();
+    now.round(jiff::Unit::Second).unwrap_or(now).to_string()
 }
 
 /// What a plugin declares about itself.
@@ -74,8 +84,32 @@ impl PluginInfo {
 
     /// The finalizer the host puts on parents when the plugin asks for one.
     pub fn finalizer_name(&self) -> String {
-        format!("reconhost.dev/{}", self.name)
+        finalizer_name(&self.name)
     }
+
+    /// Whether `parent` carries the host's finalizer for this plugin.
+    pub fn holds_finalizer(&self, parent: &Value) -> bool {
+        let ours = self.finalizer_name();
+        parent["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|x| x == ours.as_str()))
+    }
+
+    /// Whether the plugin is to finalize `parent`: it is being deleted and still carries the
+    /// host's finalizer for this plugin.
+    pub fn finalizing(&self, parent: &Value) -> bool {
+        is_deleting(parent) && self.holds_finalizer(parent)
+    }
+}
+
+/// The finalizer the host puts on parents for the plugin named `plugin`.
+pub fn finalizer_name(plugin: &str) -> String {
+    format!("reconhost.dev/{plugin}")
+}
+
+/// Whether an object is being deleted (it has a `deletionTimestamp`).
+pub fn is_deleting(object: &Value) -> bool {
+    object["metadata"]["deletionTimestamp"].is_string()
 }
 
 /// One reconcile call's input.

@@ -60,7 +60,7 @@ pub struct ChildPlan {
 pub enum FinalizerAction {
     /// Add the host's finalizer to the parent.
     Add,
-    /// Remove it: the plugin reported `finalized`.
+    /// Remove it: the plugin reported `finalized`, or no longer asks for a finalizer.
     Remove,
 }
 
@@ -146,15 +146,14 @@ pub fn plan(
     let new_status = status(parent, desired, &current_status, now);
     let status = (new_status != current_status).then_some(new_status);
 
-    let finalizer_name = info.finalizer_name();
-    let has_finalizer = parent["metadata"]["finalizers"]
-        .as_array()
-        .is_some_and(|f| f.iter().any(|x| x == finalizer_name.as_str()));
-    let deleting = parent["metadata"]["deletionTimestamp"].is_string();
-    let finalizer = if deleting {
+    let has_finalizer = info.holds_finalizer(parent);
+    let finalizer = if !info.finalizer {
+        // Left by an earlier version of the plugin that asked for one; nothing waits on it.
+        has_finalizer.then_some(FinalizerAction::Remove)
+    } else if crate::model::is_deleting(parent) {
         (has_finalizer && desired.finalized).then_some(FinalizerAction::Remove)
     } else {
-        (info.finalizer && !has_finalizer).then_some(FinalizerAction::Add)
+        (!has_finalizer).then_some(FinalizerAction::Add)
     };
     Plan {
         children,
@@ -459,6 +458,20 @@ mod tests {
             plan(&i, &p, &done, &[], "T").finalizer,
             Some(FinalizerAction::Remove)
         );
+    }
+
+    #[test]
+    fn finalizer_left_by_an_earlier_version_should_be_removed() {
+        let i = info();
+        assert!(!i.finalizer, "this version asks for none");
+        let mut p = parent();
+        p["metadata"]["finalizers"] = json!(["other.example/keep", "reconhost.dev/webapp"]);
+        assert_eq!(
+            plan(&i, &p, &desired(vec![]), &[], "T").finalizer,
+            Some(FinalizerAction::Remove)
+        );
+        p["metadata"]["finalizers"] = json!(["other.example/keep"]);
+        assert_eq!(plan(&i, &p, &desired(vec![]), &[], "T").finalizer, None);
     }
 
     #[test]

@@ -87,10 +87,7 @@ pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
         Some(text) => serde_json::from_str(text).context("parsing --config as JSON")?,
         None => Value::Object(Default::default()),
     };
-    let finalizing = parent["metadata"]["deletionTimestamp"].is_string()
-        && parent["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| f.iter().any(|x| x == info.finalizer_name().as_str()));
+    let finalizing = info.finalizing(&parent);
     let request = ReconcileRequest {
         parent: parent.clone(),
         children: observed.iter().map(Value::to_string).collect(),
@@ -98,11 +95,13 @@ pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
         finalizing,
     };
     let outcome = plugin.reconcile(&request, Arc::new(StaticObjects::new(related)))?;
-    let now = jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default();
-    let plan = planner::plan(info, &parent, &outcome.desired, &observed, &now);
+    let plan = planner::plan(
+        info,
+        &parent,
+        &outcome.desired,
+        &observed,
+        &crate::model::now(),
+    );
     Ok(Rendered {
         plugin: PluginSummary {
             name: info.name.clone(),

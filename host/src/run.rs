@@ -1,15 +1,21 @@
 //! `reconhost run`: the long-running host process.
 //!
-//! Start-up: connect, load every plugin (a plugin that does not load stops the start with its
-//! error: a static list is a deployment mistake, better caught at once), resolve each plugin's
-//! kinds and wire its controller, start the shared informers, serve the probes and metrics, and
-//! report ready once every cache holds its first list.
+//! Start-up: connect; build the runtime, the shared informers and the [`Supervisor`]; then
+//! either
+//! - the static mode (`--plugin` files): load every file and install it (a file that does not
+//!   load stops the start with its error: a static list is a deployment mistake, better caught
+//!   at once), and with `--watch` reload a file when it changes; or
+//! - the dynamic mode (no `--plugin`): reconcile ReconcilePlugin resources ([`Lifecycle`]),
+//!   where one plugin that fails only fails itself.
 //!
-//! Shutdown (SIGTERM or SIGINT): readiness goes false, the queues stop handing out work, and
+//! `/readyz` is true once the start-up set is serving: every file's plugin has synced, or every
+//! ReconcilePlugin of the first list has been reconciled once.
+//!
+//! Shutdown (SIGTERM or SIGINT): readiness goes false, no reconcile starts any more, and
 //! in-flight reconciles get `--graceful-shutdown-seconds` to finish; then the watches stop.
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -22,18 +28,23 @@ use kube::config::KubeConfigOptions;
 use tokio::sync::{Semaphore, watch};
 use tracing::{info, warn};
 
+use crate::cache::Informers;
 use crate::cli::RunArgs;
-use crate::controller::Controller;
-use crate::controller::informer::Informers;
+use crate::controller::workers::stop_signal;
+use crate::controller::{Context, Spec};
+use crate::lifecycle::load::Loader;
+use crate::lifecycle::{Defaults, Lifecycle};
 use crate::metrics::Metrics;
 use crate::runtime::{Limits, Plugin, Runtime, RuntimeConfig};
+use crate::source::{SourceConfig, Sources};
+use crate::supervisor::Supervisor;
 
 /// Runs the host until `shutdown` completes.
 pub async fn run(
     args: RunArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let client = client(&args).await?;
+    let client = client(args.kubeconfig.as_deref()).await?;
     let version = client
         .apiserver_version()
         .await
@@ -41,71 +52,100 @@ pub async fn run(
     info!(server = %version.git_version, "connected to the API server");
 
     let runtime = Runtime::new(RuntimeConfig::default())?;
-    let plugins = load_plugins(&runtime, &args.plugins).await?;
     let metrics = Metrics::new();
-    let informers = Arc::new(Informers::new(client.clone(), args.namespace.clone()));
-    let mut controllers = Vec::new();
-    for plugin in plugins {
-        let name = plugin.info().name.clone();
-        let controller = Controller::new(
-            plugin,
-            serde_json::json!({}),
-            &informers,
-            client.clone(),
-            &metrics,
-        )
-        .await
-        .with_context(|| format!("starting the controller of plugin {name}"))?;
-        controllers.push(Arc::new(controller));
-    }
-    let watches = informers.start();
+    let informers = Informers::new(client.clone(), args.namespace.clone());
+    let grace = Duration::from_secs(args.graceful_shutdown_seconds);
+    let ctx = Context {
+        informers: informers.clone(),
+        client: client.clone(),
+        metrics: metrics.clone(),
+        global: Arc::new(Semaphore::new(usize::from(args.max_total_reconciles))),
+        sync_period: args.sync_period,
+        grace,
+    };
+    let supervisor = Arc::new(Supervisor::new(ctx, args.cache_sync_timeout));
+    let concurrency = usize::from(args.max_concurrent_reconciles);
 
     let (stop, stopped) = watch::channel(false);
     let ready = Arc::new(AtomicBool::new(false));
     let probes = serve_probes(&args, ready.clone(), stopped.clone()).await?;
     let metrics_server = serve_metrics(&args, metrics.clone(), stopped.clone()).await?;
-    {
-        let (ready, informers) = (ready.clone(), informers.clone());
-        tokio::spawn(async move {
-            while !informers.all_synced() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            info!(objects = informers.cached_objects(), "caches synced; ready");
-            ready.store(true, Ordering::Relaxed);
-        });
-    }
 
-    let global = Arc::new(Semaphore::new(usize::from(args.max_total_reconciles)));
-    let mut pools = Vec::new();
-    for controller in &controllers {
-        let controller = controller.clone();
-        let global = global.clone();
-        let workers = usize::from(args.max_concurrent_reconciles);
-        let controller_metrics = metrics.controller(controller.name());
-        let sync_period = args.sync_period;
-        pools.push(tokio::spawn(async move {
-            controller
-                .run(workers, global, controller_metrics, sync_period)
-                .await;
+    let (stop_lifecycle, lifecycle_stop) = stop_signal();
+    let mut background = Vec::new();
+    if args.plugins.is_empty() {
+        let sources = Sources::new(
+            client.clone(),
+            &SourceConfig {
+                insecure_registries: args.insecure_registries.clone(),
+                max_bytes: args.max_plugin_bytes,
+            },
+        );
+        let loader = Loader::new(
+            runtime.clone(),
+            sources,
+            usize::from(args.max_concurrent_compiles),
+            metrics.clone(),
+        );
+        let defaults = Defaults {
+            limits: Limits::default(),
+            concurrency,
+        };
+        let (supervisor, ready) = (supervisor.clone(), ready.clone());
+        background.push(tokio::spawn(async move {
+            let (lifecycle, _registration) =
+                start_lifecycle(&informers, supervisor, loader, defaults, metrics).await;
+            let mut initial = lifecycle.ready();
+            tokio::spawn(async move {
+                if initial.wait_for(|r| *r).await.is_ok() {
+                    info!("every installed plugin has been reconciled once; ready");
+                    ready.store(true, Ordering::Relaxed);
+                }
+            });
+            lifecycle.run(lifecycle_stop).await;
         }));
+        info!("host running; plugins come from ReconcilePlugin resources");
+    } else {
+        for path in &args.plugins {
+            let plugin = load_file(&runtime, path).await?;
+            let spec = Spec {
+                plugin,
+                config: serde_json::json!({}),
+                concurrency,
+            };
+            supervisor
+                .apply(&owner_of(path), spec)
+                .await
+                .with_context(|| format!("starting plugin {}", path.display()))?;
+        }
+        ready.store(true, Ordering::Relaxed);
+        info!(
+            plugins = supervisor.len(),
+            objects = informers.cached_objects(),
+            "caches synced; ready"
+        );
+        if args.watch {
+            for path in &args.plugins {
+                background.push(tokio::spawn(crate::watch::reload_on_change(
+                    path.clone(),
+                    owner_of(path),
+                    runtime.clone(),
+                    supervisor.clone(),
+                    concurrency,
+                    lifecycle_stop.clone(),
+                )));
+            }
+        }
     }
-    info!(plugins = controllers.len(), "host running");
 
     shutdown.await;
     ready.store(false, Ordering::Relaxed);
-    for controller in &controllers {
-        controller.queue().shutdown();
-    }
-    let grace = Duration::from_secs(args.graceful_shutdown_seconds);
-    let drained = tokio::time::timeout(grace, futures::future::join_all(pools)).await;
-    if drained.is_err() {
-        warn!(
-            seconds = grace.as_secs(),
-            "in-flight reconciles did not finish in time"
-        );
-    }
-    for task in watches {
-        task.abort();
+    stop_lifecycle.stop();
+    supervisor.shutdown().await;
+    for task in background {
+        if tokio::time::timeout(grace, task).await.is_err() {
+            warn!("a background task did not stop in time");
+        }
     }
     let _ = stop.send(true);
     let _ = tokio::join!(probes, metrics_server);
@@ -113,39 +153,59 @@ pub async fn run(
     Ok(())
 }
 
-async fn load_plugins(
-    runtime: &Runtime,
-    paths: &[std::path::PathBuf],
-) -> anyhow::Result<Vec<Plugin>> {
-    let mut plugins: Vec<Plugin> = Vec::new();
-    for path in paths {
-        let (runtime, path) = (runtime.clone(), path.clone());
-        let plugin = tokio::task::spawn_blocking(move || load_plugin(&runtime, &path)).await??;
-        let info = plugin.info();
-        if let Some(other) = plugins
-            .iter()
-            .find(|p| p.info().name == info.name || p.info().parent == info.parent)
+/// Starts the ReconcilePlugin controller, retrying while its CRD is not installed: the host
+/// is useless without it, but exiting would only make a crash loop of a missing install step.
+async fn start_lifecycle(
+    informers: &Informers,
+    supervisor: Arc<Supervisor>,
+    loader: Loader,
+    defaults: Defaults,
+    metrics: Arc<Metrics>,
+) -> (Arc<Lifecycle>, crate::cache::Registration) {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match Lifecycle::start(
+            informers,
+            supervisor.clone(),
+            loader.clone(),
+            defaults.clone(),
+            metrics.clone(),
+        )
+        .await
         {
-            anyhow::bail!(
-                "plugins {} and {} both claim the name {:?} or the parent kind {}",
-                other.info().name,
-                info.name,
-                info.name,
-                info.parent
-            );
+            Ok(started) => return started,
+            Err(error) => {
+                warn!(%error, "cannot watch ReconcilePlugins (is the CRD installed? `reconhost crds | kubectl apply -f -`); retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
         }
-        info!(plugin = %info.name, version = %info.version, parent = %info.parent,
-              provenance = ?plugin.provenance(), "plugin loaded");
-        plugins.push(plugin);
     }
-    Ok(plugins)
 }
 
-fn load_plugin(runtime: &Runtime, path: &Path) -> anyhow::Result<Plugin> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("reading plugin {}", path.display()))?;
-    let origin = path.display().to_string();
-    Ok(Plugin::load(runtime, &origin, &bytes, Limits::default())?)
+/// The supervisor owner of a `--plugin` file.
+fn owner_of(path: &Path) -> String {
+    format!("file {}", path.display())
+}
+
+/// Reads and loads a plugin file on a blocking thread.
+pub async fn load_file(runtime: &Runtime, path: &Path) -> anyhow::Result<Plugin> {
+    let (runtime, path): (Runtime, PathBuf) = (runtime.clone(), path.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("reading plugin {}", path.display()))?;
+        let plugin = Plugin::load(
+            &runtime,
+            &path.display().to_string(),
+            &bytes,
+            Limits::default(),
+        )?;
+        let info = plugin.info();
+        info!(plugin = %info.name, version = %info.version, parent = %info.parent,
+              provenance = ?plugin.provenance(), "plugin loaded");
+        Ok(plugin)
+    })
+    .await?
 }
 
 async fn serve_probes(
@@ -223,8 +283,10 @@ async fn serve(
     }
 }
 
-async fn client(args: &RunArgs) -> anyhow::Result<kube::Client> {
-    let mut config = match &args.kubeconfig {
+/// A client for the kubeconfig at `path`, or the usual resolution ($KUBECONFIG,
+/// ~/.kube/config, in-cluster), naming itself `reconhost/<version>`.
+pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+    let mut config = match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;

@@ -18,6 +18,7 @@ async fn host_should_recover_from_an_api_server_restart() {
     let mut plane = ControlPlane::start(Options {
         name: Some(format!("restart-{}", unique_suffix())),
         crds: reconhost_tests::crds::bundled(),
+        ..Options::default()
     })
     .await
     .expect("starting a private control plane");

@@ -9,6 +9,10 @@ use crate::Error;
 /// tools/k8s/build.sh and the k8s-openapi feature in the root Cargo.toml.
 pub const K8S_VERSION: &str = "v1.35.4";
 
+/// The OCI tools' cache directory name, as tools/oci/build.sh writes it (versions of the
+/// distribution registry and of oras).
+pub const OCI_TOOLS: &str = "registry-v3.1.2-oras-v1.3.6";
+
 /// Paths of the built control-plane binaries.
 #[derive(Debug, Clone)]
 pub struct Binaries {
@@ -40,6 +44,25 @@ impl Binaries {
         cache.join("k8s").join(K8S_VERSION)
     }
 
+    /// The OCI tools' directory: `$RECONHOST_CACHE/oci/<versions>` (tools/oci/build.sh).
+    pub fn oci_dir() -> PathBuf {
+        Self::dir()
+            .parent()
+            .and_then(Path::parent)
+            .map(|cache| cache.join("oci").join(OCI_TOOLS))
+            .unwrap_or_default()
+    }
+
+    /// A control-plane binary that only some set-ups use (kube-scheduler, kwok).
+    pub fn optional(binary: &'static str) -> Result<PathBuf, Error> {
+        found(Self::dir().join(binary), binary)
+    }
+
+    /// An OCI tool (`registry`, `oras`), built by tools/oci/build.sh (`make tools`).
+    pub fn oci_tool(binary: &'static str) -> Result<PathBuf, Error> {
+        found(Self::oci_dir().join(binary), binary)
+    }
+
     /// Finds every binary, or names the first one missing.
     pub fn locate() -> Result<Self, Error> {
         let dir = Self::dir();
@@ -57,6 +80,14 @@ impl Binaries {
             kube_controller_manager: find("kube-controller-manager")?,
             kubectl: find("kubectl")?,
         })
+    }
+}
+
+fn found(path: PathBuf, binary: &'static str) -> Result<PathBuf, Error> {
+    if is_executable(&path) {
+        Ok(path)
+    } else {
+        Err(Error::MissingBinary { binary, path })
     }
 }
 

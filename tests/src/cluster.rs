@@ -44,6 +44,19 @@ impl TestCluster {
         AuditLog::new(self.kubeconfig.with_file_name("audit.log"))
     }
 
+    /// The loopback OCI registry's address (`127.0.0.1:<port>`), written beside the kubeconfig
+    /// by a control plane started with one.
+    pub fn registry(&self) -> Result<String, Error> {
+        std::fs::read_to_string(self.kubeconfig.with_file_name("registry")).map_err(|source| {
+            Error::Io {
+                what:
+                    "reading the registry address (is the control plane started with a registry?)"
+                        .into(),
+                source,
+            }
+        })
+    }
+
     /// A client authenticated as the administrator (group `system:masters`).
     pub async fn client(&self) -> Result<kube::Client, Error> {
         client_from_kubeconfig(&self.kubeconfig).await

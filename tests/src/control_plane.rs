@@ -44,6 +44,13 @@ pub struct Options {
     pub name: Option<String>,
     /// CRD files to install before kube-controller-manager starts (see [`crate::crds`]).
     pub crds: Vec<PathBuf>,
+    /// Also run an OCI registry on loopback (the distribution registry), its address in the run
+    /// directory's `registry` file.
+    pub registry: bool,
+    /// Also run workloads the way a cluster would without a kubelet: the Deployment and
+    /// ReplicaSet controllers, kube-scheduler, and kwok with one fake node whose pods report
+    /// Running and Ready.
+    pub workloads: bool,
 }
 
 /// A running control plane. Dropping it stops every component and removes its run directory.
@@ -152,10 +159,15 @@ impl ControlPlane {
         let client = plane.client().await?;
         crate::crds::install(&client, &options.crds).await?;
 
+        let controllers = if options.workloads {
+            "garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller"
+        } else {
+            "garbage-collector-controller,namespace-controller"
+        };
         let kcm_args = vec![
             format!("--kubeconfig={}", plane.kubeconfig().display()),
             "--leader-elect=false".to_owned(),
-            "--controllers=garbage-collector-controller,namespace-controller".to_owned(),
+            format!("--controllers={controllers}"),
             "--secure-port=0".to_owned(),
             "--use-service-account-credentials=false".to_owned(),
             "--kube-api-qps=100".to_owned(),
@@ -167,8 +179,69 @@ impl ControlPlane {
             &kcm_args,
             &logs,
         )?;
+        if options.registry {
+            plane.start_registry(&logs).await?;
+        }
+        if options.workloads {
+            plane.start_workloads(&logs, &client).await?;
+        }
         plane.check_alive()?;
         Ok(plane)
+    }
+
+    /// The distribution registry on a free loopback port, storing under the run directory.
+    async fn start_registry(&mut self, logs: &Path) -> Result<(), Error> {
+        let program = Binaries::oci_tool("registry")?;
+        let data = self.dir.join("registry-data");
+        std::fs::create_dir_all(&data).map_err(io(format!("creating {}", data.display())))?;
+        let [port] = free_ports()?;
+        let address = format!("127.0.0.1:{port}");
+        let config = self.dir.join("registry.yaml");
+        write(
+            &config,
+            &format!(
+                "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp: {{addr: {address}}}\n",
+                data.display()
+            ),
+        )?;
+        let args = vec!["serve".to_owned(), config.display().to_string()];
+        // distribution v3 exports OpenTelemetry traces by default; nothing listens for them here.
+        let env = [("OTEL_TRACES_EXPORTER".to_owned(), "none".to_owned())];
+        let component = Component::spawn_with_env("registry", &program, &args, &env, logs)?;
+        if let Some(pid) = component.pid() {
+            registry::record_component(&self.dir, "registry", pid)?;
+        }
+        self.components.push(component);
+        let index = self.components.len() - 1;
+        self.wait_ready(index, || registry_ready(port)).await?;
+        write(&self.dir.join("registry"), &address)
+    }
+
+    /// kube-scheduler and kwok, and the fake node they run pods on.
+    async fn start_workloads(&mut self, logs: &Path, client: &kube::Client) -> Result<(), Error> {
+        let scheduler = Binaries::optional("kube-scheduler")?;
+        let kubeconfig = self.kubeconfig().display().to_string();
+        let args = vec![
+            format!("--kubeconfig={kubeconfig}"),
+            format!("--authentication-kubeconfig={kubeconfig}"),
+            format!("--authorization-kubeconfig={kubeconfig}"),
+            "--leader-elect=false".to_owned(),
+            "--secure-port=0".to_owned(),
+        ];
+        self.spawn("kube-scheduler", &scheduler, &args, logs)?;
+        let kwok = Binaries::optional("kwok")?;
+        let stages = Binaries::dir().join("kwok-stages.yaml");
+        let args = vec![
+            format!("--kubeconfig={kubeconfig}"),
+            // How the fake node becomes Ready and how pods on it run (tools/k8s/build.sh).
+            format!("--config={}", stages.display()),
+            "--manage-all-nodes=false".to_owned(),
+            format!("--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake"),
+            "--cidr=10.244.0.0/16".to_owned(),
+            "--node-ip=10.0.0.2".to_owned(),
+        ];
+        self.spawn("kwok", &kwok, &args, logs)?;
+        crate::workloads::create_fake_node(client, FAKE_NODE_ANNOTATION).await
     }
 
     /// Stops kube-apiserver (SIGTERM, as a rolling upgrade does), keeps it down for `down`, and
@@ -272,6 +345,11 @@ impl ControlPlane {
         &self.server
     }
 
+    /// The registry's address (`127.0.0.1:<port>`), if one runs.
+    pub fn registry(&self) -> Option<String> {
+        std::fs::read_to_string(self.dir.join("registry")).ok()
+    }
+
     /// The audit log of write requests.
     pub fn audit_log(&self) -> AuditLog {
         AuditLog::new(self.dir.join("audit.log"))
@@ -331,6 +409,27 @@ fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
         what: "reading back a loopback port".into(),
         source: std::io::Error::other("no local address"),
     })
+}
+
+/// The annotation that tells kwok which nodes are its own.
+const FAKE_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+
+/// Whether the registry answers its API root (`GET /v2/` is 200 without authentication).
+fn registry_ready(port: u16) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(b"GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
 }
 
 /// etcd's /health endpoint over plain HTTP/1.0: a few bytes, so no HTTP client is needed.

@@ -11,7 +11,8 @@ use kube::api::{Api, Patch, PatchParams};
 
 use crate::Error;
 
-/// The repository's CRD files: `plugins/examples/*/crd.yaml` and `tests/crds/*.yaml`.
+/// The repository's CRD files: the host's own (`deploy/crds/*.yaml`), the examples'
+/// (`plugins/examples/*/crd.yaml`) and the test plugins' (`tests/crds/*.yaml`).
 pub fn bundled() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files = Vec::new();
@@ -23,6 +24,9 @@ pub fn bundled() -> Vec<PathBuf> {
             files.extend(found);
         }
     };
+    add(root.join("deploy/crds"), &|p| {
+        (p.extension().is_some_and(|e| e == "yaml")).then(|| p.to_path_buf())
+    });
     add(root.join("plugins/examples"), &|p| {
         Some(p.join("crd.yaml")).filter(|f| f.is_file())
     });

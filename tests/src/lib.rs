@@ -18,6 +18,7 @@
 //! - [`audit`]: reading the API server's audit log, to count the writes a test caused.
 //! - [`cluster`]: what a test uses: a client for the running instance and its audit log.
 //! - [`support`]: per-test namespaces and bounded waiting.
+//! - [`workloads`]: the fake node that kwok runs pods on (for `make run`).
 
 pub mod audit;
 pub mod binaries;
@@ -29,6 +30,7 @@ pub mod pki;
 pub mod process;
 pub mod registry;
 pub mod support;
+pub mod workloads;
 
 pub use audit::{AuditEvent, AuditLog};
 pub use cluster::TestCluster;
@@ -50,7 +52,7 @@ pub enum Error {
     },
     /// A control-plane binary has not been built.
     #[error(
-        "{binary} not found at {path}: build the control plane with tools/k8s/build.sh (make k8s)"
+        "{binary} not found at {path}: build the tools with `make tools` (tools/k8s/build.sh, tools/oci/build.sh)"
     )]
     MissingBinary {
         /// The binary's name.

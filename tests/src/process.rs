@@ -162,7 +162,7 @@ pub fn log_tail(path: &Path) -> String {
 }
 
 /// Whether a process with this pid exists and started at `start_time` (clock ticks since boot,
-/// field 22 of /proc/<pid>/stat). Comparing the start time keeps a recycled pid from being
+/// field 22 of `/proc/<pid>/stat`). Comparing the start time keeps a recycled pid from being
 /// mistaken for the original process.
 pub fn is_alive(pid: u32, start_time: u64) -> bool {
     process_start_time(pid) == Some(start_time)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the local control plane (kube-apiserver, kube-controller-manager, kubectl, etcd, kwok) from
+# Builds the local control plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+# etcd, kwok) from
 # the Kubernetes Go modules into a version-keyed cache outside the clone. A binary already in the
 # cache is not rebuilt, so a warm machine pays nothing; a cold one pays the full compile once.
 #
@@ -10,7 +11,8 @@ set -euo pipefail
 # tests/src/binaries.rs and in the k8s-openapi feature of the root Cargo.toml. etcd comes at the
 # version this release pins (go.mod's tool directive: go.etcd.io/etcd/server/v3 v3.6.5).
 K8S_VERSION=v1.35.4
-# kwok for scale tests: its newest tag that builds with Go 1.26.
+# kwok provides fake nodes (pods on them report Running and Ready), so Deployments progress in
+# `make run` without a kubelet; its newest tag that builds with Go 1.26.
 KWOK_VERSION=v0.8.0
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,6 +43,7 @@ build() { # name package [ldflags]
 build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ldflags"
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$ldflags"
+build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$ldflags"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$ldflags"
 
 if [ ! -x "$out/kwok" ]; then
@@ -51,6 +54,19 @@ if [ ! -x "$out/kwok" ]; then
   GOBIN="$out/.kwok-bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   mv "$out/.kwok-bin/kwok" "$out/kwok" && rmdir "$out/.kwok-bin"
   echo "built kwok in $((SECONDS - start))s" >&2
+fi
+
+if [ ! -f "$out/kwok-stages.yaml" ]; then
+  # kwok ships its stage definitions (how a fake node becomes Ready, how a pod on it runs) in
+  # its module but embeds none by default; the harness passes these with --config.
+  kwok_dir=$(cd "$here" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  stages="$kwok_dir/kustomize/stage"
+  for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo "---"; cat "$stages/$f"
+  done > "$out/kwok-stages.yaml.tmp"
+  mv "$out/kwok-stages.yaml.tmp" "$out/kwok-stages.yaml"
 fi
 
 echo "$out"

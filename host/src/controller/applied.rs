@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::applier::Written;
-use super::informer::{GroupKind, ObjectKey};
+use crate::cache::{GroupKind, ObjectKey};
 use crate::planner::{self, Action, Plan};
 
 /// Per parent: child UID → what was applied to it and the version that produced.
@@ -156,7 +156,7 @@ mod tests {
 
     fn written(object: Value) -> Written {
         Written {
-            kind: crate::controller::informer::GroupKind {
+            kind: crate::cache::GroupKind {
                 group: String::new(),
                 kind: "ResourceQuota".into(),
             },

@@ -22,7 +22,7 @@ use kube::runtime::events::{self, Recorder, Reporter};
 use serde_json::{Value, json};
 use tracing::{debug, warn};
 
-use super::informer::{GroupKind, ResolvedKind};
+use crate::cache::{GroupKind, ResolvedKind};
 use crate::metrics::PluginMetrics;
 use crate::model::{Event, EventType, PluginInfo};
 use crate::planner::{Action, ChildPlan, FinalizerAction, Plan};
@@ -118,10 +118,7 @@ impl Applier {
     /// answered to each write, so the caller can bring its caches up to date.
     pub async fn apply(&self, parent: &Value, plan: &Plan) -> Result<Vec<Written>, ApplyError> {
         let mut written = Vec::new();
-        let parent_kind = GroupKind {
-            group: self.parent.resource.group.clone(),
-            kind: self.parent.resource.kind.clone(),
-        };
+        let parent_kind = self.parent.group_kind();
         let parent_written = |object: Option<DynamicObject>, written: &mut Vec<Written>| {
             if let Some(object) = object {
                 written.push(Written {

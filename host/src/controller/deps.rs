@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use super::informer::{GroupKind, Meta, ObjectKey};
+use crate::cache::{GroupKind, Meta, ObjectKey};
 use crate::runtime::Read;
 use crate::selector::Selector;
 

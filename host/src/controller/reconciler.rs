@@ -21,10 +21,10 @@ use tracing::{debug, info, warn};
 use super::applied::Applied;
 use super::applier::{Applier, ApplyError, Written};
 use super::deps::Dependencies;
-use super::informer::{CacheReader, Cached, Informer, ObjectKey};
 use super::workers::Next;
+use crate::cache::{CacheReader, Cached, Informer, ObjectKey};
 use crate::metrics::PluginMetrics;
-use crate::model::{Event, EventType, ReconcileRequest, object_ref};
+use crate::model::{self, Event, EventType, ReconcileRequest, object_ref};
 use crate::planner::{self, Action};
 use crate::runtime::{CallError, CallErrorKind, ObjectReader, Plugin};
 
@@ -100,13 +100,16 @@ impl Reconciler {
             debug!(plugin = %name, parent = %key, generation, "permanent failure; waiting for a change");
             return Next::Done;
         }
-        let deleting = meta["deletionTimestamp"].is_string();
-        let ours = self.plugin.info().finalizer_name();
-        let has_finalizer = meta["finalizers"]
-            .as_array()
-            .is_some_and(|f| f.iter().any(|x| x == ours.as_str()));
+        let info = self.plugin.info();
+        let deleting = model::is_deleting(&parent);
+        let has_finalizer = info.holds_finalizer(&parent);
         if deleting && !has_finalizer {
             return Next::Done;
+        }
+        if deleting && !info.finalizer {
+            // An earlier version of the plugin asked for a finalizer and this one does not:
+            // there is no cleanup to wait for, so the parent is released without a call.
+            return self.release(key, &parent).await;
         }
         // The plugin gets the children's cached text as it is; the planner compares against
         // them parsed, with the host's own managedFields entries.
@@ -125,7 +128,11 @@ impl Reconciler {
 
         let plugin = self.plugin.clone();
         let reader: Arc<dyn ObjectReader> = self.reader.clone();
+        // The call runs on a blocking thread; it stays inside this reconcile's span, so what the
+        // plugin logs names the plugin, the parent and the digest of the code.
+        let span = tracing::Span::current();
         let call = tokio::task::spawn_blocking(move || {
+            let _span = span.enter();
             let result = plugin.reconcile(&request, reader);
             (request, result)
         })
@@ -150,7 +157,7 @@ impl Reconciler {
             &request.parent,
             &outcome.desired,
             &observed,
-            &now(),
+            &model::now(),
         );
         self.applied.settle(key, &mut plan, &observed);
         match self.applier.apply(&request.parent, &plan).await {
@@ -220,9 +227,27 @@ impl Reconciler {
         }
     }
 
+    /// Removes the host's finalizer from a parent being deleted, without calling the plugin.
+    async fn release(&self, key: &ObjectKey, parent: &Value) -> Next {
+        let plan = planner::Plan {
+            children: Vec::new(),
+            status: None,
+            finalizer: Some(planner::FinalizerAction::Remove),
+        };
+        match self.applier.apply(parent, &plan).await {
+            Ok(written) => {
+                self.observe(written);
+                info!(plugin = %self.plugin.info().name, parent = %key,
+                      "released: the plugin no longer asks for a finalizer");
+                Next::Done
+            }
+            Err(error) => self.apply_failed(key, parent, error).await,
+        }
+    }
+
     /// Shows a failure on the parent: `Synced=False` with the message, and a Warning event.
     async fn report(&self, parent: &Value, reason: &str, message: &str) {
-        if let Some(status) = planner::failure_status(parent, reason, message, &now()) {
+        if let Some(status) = planner::failure_status(parent, reason, message, &model::now()) {
             match self.applier.status(parent, &status).await {
                 Ok(object) => self.parents.observe_write(object),
                 Err(error) => {
@@ -244,10 +269,7 @@ impl Reconciler {
         for Written { kind, object } in written {
             let informer = std::iter::once(&self.parents)
                 .chain(&self.children)
-                .find(|i| {
-                    let r = &i.kind().resource;
-                    r.group == kind.group && r.kind == kind.kind
-                });
+                .find(|i| i.group_kind() == kind);
             if let Some(informer) = informer {
                 informer.observe_write(object);
             }
@@ -266,10 +288,4 @@ impl Reconciler {
             .lock()
             .expect("permanent-failure lock poisoned")
     }
-}
-
-fn now() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
 }

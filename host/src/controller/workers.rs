@@ -7,10 +7,14 @@
 //! than winning every free permit; a quiet plugin's next reconcile waits at most for the waiters
 //! already in line, not for the busy plugin's backlog.
 //!
-//! Shutdown: the queue's `shutdown` makes every idle worker's `get` return `None`; a worker in
-//! the middle of a reconcile finishes it, applies the result and then sees `None`. [`run`]
-//! returns once every worker has, which is the graceful drain; the caller bounds it with a
-//! timeout. Dropping the [`run`] future instead aborts the workers and their reconciles.
+//! Stopping: a pool stops when its [`Stop`] signal fires or its queue is shut down. Idle workers
+//! return at once; a worker in the middle of a reconcile finishes it, applies the result and then
+//! returns. Keys still queued stay in the queue, so another pool on the same queue (the next
+//! version of the plugin, or the same one after a suspend) picks them up, and because the queue
+//! never hands out a key that is still leased, a key in flight in the stopping pool cannot start
+//! in the new one until it has finished. [`run`] returns once every worker has, which is the
+//! graceful drain; the caller bounds it with a timeout. Dropping the [`run`] future instead
+//! aborts the workers and their reconciles.
 
 use std::any::Any;
 use std::future::Future;
@@ -20,12 +24,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::error;
 
-use super::queue::WorkQueue;
+use super::queue::{Priority, WorkQueue};
 use crate::metrics::ControllerMetrics;
 
 /// What to do with a key after its reconcile (controller-runtime's `reconcileHandler`).
@@ -43,11 +47,40 @@ pub enum Next {
     Terminal,
 }
 
+/// Tells a pool to stop taking keys. Fires when [`StopHandle::stop`] is called or the handle is
+/// dropped.
+#[derive(Clone)]
+pub struct Stop(watch::Receiver<bool>);
+
+/// The sending side of a [`Stop`].
+pub struct StopHandle(watch::Sender<bool>);
+
+/// A new stop signal and its handle.
+pub fn stop_signal() -> (StopHandle, Stop) {
+    let (tx, rx) = watch::channel(false);
+    (StopHandle(tx), Stop(rx))
+}
+
+impl StopHandle {
+    /// Fires the signal.
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl Stop {
+    /// Completes once the signal has fired.
+    pub async fn stopped(&mut self) {
+        // An error means the handle is gone, which counts as stopping.
+        let _ = self.0.wait_for(|s| *s).await;
+    }
+}
+
 /// How often the unfinished-work gauges are refreshed (client-go's period).
 const UNFINISHED_WORK_PERIOD: Duration = Duration::from_millis(500);
 
-/// Runs `workers` workers on `queue` until it is shut down and every in-flight reconcile has
-/// finished; `0` counts as one.
+/// Runs `workers` workers on `queue` until `stop` fires or the queue is shut down, and every
+/// in-flight reconcile has finished; `0` counts as one.
 ///
 /// A panic in `handler` counts as [`Next::Retry`] (controller-runtime's `RecoverPanic`,
 /// default on) rather than ending the worker. The handler runs inside its worker under
@@ -58,6 +91,7 @@ pub async fn run<K, F, Fut>(
     workers: usize,
     global: Arc<Semaphore>,
     metrics: ControllerMetrics,
+    stop: Stop,
     handler: F,
 ) where
     K: Clone + Eq + Hash + Ord + std::fmt::Debug + Send + Sync + 'static,
@@ -75,6 +109,7 @@ pub async fn run<K, F, Fut>(
             queue.clone(),
             global.clone(),
             metrics.clone(),
+            stop.clone(),
             handler.clone(),
         ));
     }
@@ -98,17 +133,37 @@ async fn worker<K, F, Fut>(
     queue: WorkQueue<K>,
     global: Arc<Semaphore>,
     metrics: ControllerMetrics,
+    mut stop: Stop,
     handler: Arc<F>,
 ) where
     K: Clone + Eq + Hash + Ord + std::fmt::Debug + Send + Sync + 'static,
     F: Fn(K) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Next> + Send + 'static,
 {
-    while let Some(lease) = queue.get().await {
-        let Ok(permit) = global.acquire().await else {
-            return; // the semaphore was closed: the host is going away
+    loop {
+        // `get` is cancel-safe: a key is taken and leased in one step, or not at all.
+        let lease = tokio::select! {
+            biased;
+            () = stop.stopped() => return,
+            lease = queue.get() => match lease {
+                Some(lease) => lease,
+                None => return,
+            },
         };
         let key = lease.key().clone();
+        let permit = tokio::select! {
+            biased;
+            permit = global.acquire() => permit,
+            () = stop.stopped() => {
+                // Stopped while waiting for a turn: the key goes back to the queue (marked to run
+                // again when the lease drops) for whoever serves the queue next.
+                queue.add(key, Priority::Normal);
+                return;
+            }
+        };
+        let Ok(permit) = permit else {
+            return; // the semaphore was closed: the host is going away
+        };
         metrics.active.inc();
         let start = Instant::now();
         // Calling the handler inside the async block catches a panic while creating the future
@@ -172,6 +227,13 @@ mod tests {
     use crate::controller::queue::{Backoff, Priority};
     use crate::metrics::QueueMetrics;
 
+    /// A stop signal that never fires.
+    fn running() -> Stop {
+        let (handle, stop) = stop_signal();
+        std::mem::forget(handle);
+        stop
+    }
+
     fn queue() -> WorkQueue<u32> {
         WorkQueue::new(QueueMetrics::detached(), Backoff::default())
     }
@@ -234,6 +296,7 @@ mod tests {
             2,
             global.clone(),
             metrics.clone(),
+            running(),
             slow(vec![a.clone(), total.clone()], done.clone()),
         ));
         let pb = tokio::spawn(run(
@@ -241,6 +304,7 @@ mod tests {
             4,
             global.clone(),
             ControllerMetrics::detached(),
+            running(),
             slow(vec![b.clone(), total.clone()], done.clone()),
         ));
         until(|| done.load(Ordering::SeqCst) == 40).await;
@@ -270,6 +334,7 @@ mod tests {
             8,
             global.clone(),
             ControllerMetrics::detached(),
+            running(),
             slow(vec![], busy_done.clone()),
         ));
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -280,6 +345,7 @@ mod tests {
             1,
             global.clone(),
             ControllerMetrics::detached(),
+            running(),
             slow(vec![], quiet_done.clone()),
         ));
         until(|| quiet_done.load(Ordering::SeqCst) == 1).await;
@@ -320,6 +386,7 @@ mod tests {
             1,
             Arc::new(Semaphore::new(1)),
             metrics.clone(),
+            running(),
             handler,
         ));
         until(|| times.lock().expect("test lock").len() == 6).await;
@@ -355,6 +422,7 @@ mod tests {
             1,
             Arc::new(Semaphore::new(1)),
             metrics.clone(),
+            running(),
             handler,
         ));
         tokio::time::sleep(Duration::from_secs(2000)).await;
@@ -385,6 +453,7 @@ mod tests {
             1,
             Arc::new(Semaphore::new(1)),
             metrics.clone(),
+            running(),
             handler,
         ));
         until(|| calls.load(Ordering::SeqCst) == 2).await;
@@ -419,6 +488,7 @@ mod tests {
             1,
             Arc::new(Semaphore::new(1)),
             ControllerMetrics::detached(),
+            running(),
             handler,
         ));
         until(|| started.load(Ordering::SeqCst) == 1).await;
@@ -430,6 +500,84 @@ mod tests {
             start.elapsed(),
             Duration::from_secs(5),
             "run returned when key 1 did"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_pool_should_hand_its_keys_to_the_next_without_overlap() {
+        let q = queue();
+        for k in 0..6 {
+            q.add(k, Priority::Normal);
+        }
+        /// (pool, key, start ms, end ms) of one reconcile.
+        type Run = (char, u32, u128, u128);
+        let runs: Arc<Mutex<Vec<Run>>> = Arc::default();
+        let start = Instant::now();
+        let handler = |pool: char| {
+            let (runs, q) = (runs.clone(), q.clone());
+            move |key: u32| {
+                let (runs, q) = (runs.clone(), q.clone());
+                async move {
+                    let began = start.elapsed().as_millis();
+                    // Key 0 keeps changing while it is reconciled: one more run each time.
+                    if key == 0 && began < 300 {
+                        q.add(0, Priority::Normal);
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let ended = start.elapsed().as_millis();
+                    runs.lock()
+                        .expect("test lock")
+                        .push((pool, key, began, ended));
+                    Next::Done
+                }
+            }
+        };
+        let global = Arc::new(Semaphore::new(8));
+        let (stop_a, stop) = stop_signal();
+        let a = tokio::spawn(run(
+            q.clone(),
+            2,
+            global.clone(),
+            ControllerMetrics::detached(),
+            stop,
+            handler('a'),
+        ));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        // The swap: the new pool starts, then the old one is told to stop.
+        let (stop_b, stop) = stop_signal();
+        let b = tokio::spawn(run(
+            q.clone(),
+            2,
+            global.clone(),
+            ControllerMetrics::detached(),
+            stop,
+            handler('b'),
+        ));
+        stop_a.stop();
+        a.await.expect("pool a drains");
+        until(|| q.is_empty() && runs.lock().expect("test lock").len() >= 8).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop_b.stop();
+        b.await.expect("pool b");
+
+        let runs = runs.lock().expect("test lock").clone();
+        let done: std::collections::BTreeSet<u32> = runs.iter().map(|r| r.1).collect();
+        assert_eq!(done.len(), 6, "every key ran: {runs:?}");
+        assert!(
+            runs.iter().filter(|r| r.0 == 'a').all(|r| r.2 < 150),
+            "the old pool started nothing after it was stopped: {runs:?}"
+        );
+        for x in &runs {
+            for y in &runs {
+                let overlap = x.1 == y.1 && x != y && x.2 < y.3 && y.2 < x.3;
+                assert!(!overlap, "key {} ran twice at once: {x:?} {y:?}", x.1);
+            }
+        }
+        let last_of_0 = runs.iter().filter(|r| r.1 == 0).max_by_key(|r| r.2);
+        assert_eq!(
+            last_of_0.map(|r| r.0),
+            Some('b'),
+            "the re-add made while the old pool held key 0 ran on the new pool: {runs:?}"
         );
     }
 }

@@ -33,6 +33,16 @@ pub enum Provenance {
     Cached,
 }
 
+impl Provenance {
+    /// `compiled` or `cached`, for metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Compiled => "compiled",
+            Self::Cached => "cached",
+        }
+    }
+}
+
 impl CompiledCache {
     /// A cache in `dir` for components compiled by `engine`.
     pub fn new(dir: PathBuf, engine: &Engine) -> Self {
@@ -49,6 +59,29 @@ impl CompiledCache {
         self.dir.join(format!("{digest}-{}.cwasm", self.engine_key))
     }
 
+    /// The compiled component for `digest` if the cache holds a usable one.
+    pub fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
+        let path = self.path(digest);
+        if !path.is_file() {
+            return None;
+        }
+        // SAFETY: the file was written by `store` below from code this host compiled, under a
+        // name derived from the digest of bytes the host hashed itself and this engine's
+        // settings.
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "ignoring an unusable compiled-code cache entry");
+                None
+            }
+        }
+    }
+
+    /// Whether the cache holds an entry for `digest`.
+    pub fn contains(&self, digest: &str) -> bool {
+        self.path(digest).is_file()
+    }
+
     /// The compiled component for `bytes` (whose sha256 is `digest`): from the cache if present,
     /// else compiled and stored.
     pub fn load_or_compile(
@@ -58,17 +91,10 @@ impl CompiledCache {
         digest: &str,
         bytes: &[u8],
     ) -> Result<(Component, Provenance), LoadError> {
-        let path = self.path(digest);
-        if path.is_file() {
-            // SAFETY: the file was written by `store` below from code this host compiled, under a
-            // name derived from the digest of the bytes given here and this engine's settings.
-            match unsafe { Component::deserialize_file(engine, &path) } {
-                Ok(component) => return Ok((component, Provenance::Cached)),
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "ignoring an unusable compiled-code cache entry")
-                }
-            }
+        if let Some(component) = self.load(engine, digest) {
+            return Ok((component, Provenance::Cached));
         }
+        let path = self.path(digest);
         let compile_err = |message: String| LoadError::Compile {
             origin: origin.to_owned(),
             digest: digest.to_owned(),

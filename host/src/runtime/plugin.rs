@@ -54,6 +54,9 @@ struct Prepared {
     reads: Arc<[KindRef]>,
     limits: Limits,
     digest: String,
+    contract: String,
+    /// Kept to make the same plugin under other limits without compiling again.
+    component: wasmtime::component::Component,
 }
 
 /// An instance that has never been called.
@@ -101,7 +104,40 @@ impl Plugin {
             runtime
                 .cache
                 .load_or_compile(&runtime.engine, origin, &digest, bytes)?;
-        check_contract(runtime, origin, &component)?;
+        Self::from_component(runtime, origin, digest, component, provenance, limits, warm)
+    }
+
+    /// The plugin whose component has sha256 `digest` (lower-case hex), from the compiled-code
+    /// cache alone: `None` if the cache has no usable entry. The digest was verified when the
+    /// entry was written, so a restarted host needs neither the source nor the bytes again.
+    pub fn load_cached(
+        runtime: &Runtime,
+        origin: &str,
+        digest: &str,
+        limits: Limits,
+    ) -> Option<Result<Self, LoadError>> {
+        let component = runtime.cache.load(&runtime.engine, digest)?;
+        Some(Self::from_component(
+            runtime,
+            origin,
+            digest.to_owned(),
+            component,
+            Provenance::Cached,
+            limits,
+            WARM_INSTANCES,
+        ))
+    }
+
+    fn from_component(
+        runtime: &Runtime,
+        origin: &str,
+        digest: String,
+        component: wasmtime::component::Component,
+        provenance: Provenance,
+        limits: Limits,
+        warm: usize,
+    ) -> Result<Self, LoadError> {
+        let contract = check_contract(runtime, origin, &component)?;
         let not_reconciler = |e: wasmtime::Error| LoadError::NotAReconciler {
             origin: origin.to_owned(),
             message: format!("{e:#}"),
@@ -126,6 +162,8 @@ impl Plugin {
             reads: Arc::from(Vec::new()),
             limits,
             digest,
+            contract,
+            component,
         };
         let info = prepared.call_info().map_err(|e| LoadError::Info {
             origin: origin.to_owned(),
@@ -163,6 +201,26 @@ impl Plugin {
     /// The component's sha256.
     pub fn digest(&self) -> &str {
         &self.inner.prepared.digest
+    }
+
+    /// The contract the component was built against, e.g. `reconhost:plugin@0.1.0`.
+    pub fn contract(&self) -> &str {
+        &self.inner.prepared.contract
+    }
+
+    /// The same component under other limits: compiled code and type-checking are reused;
+    /// only the instances (which carry the limits) are new.
+    pub fn with_limits(&self, limits: Limits) -> Result<Self, LoadError> {
+        let p = &self.inner.prepared;
+        Self::from_component(
+            &p.runtime,
+            &p.name,
+            p.digest.clone(),
+            p.component.clone(),
+            self.inner.provenance,
+            limits,
+            WARM_INSTANCES,
+        )
     }
 
     /// The limits every call runs under.
@@ -394,14 +452,20 @@ fn forward_output(store: &Store<State>, plugin: &str, parent: &str) {
 }
 
 /// Rejects a component built against a contract version the host does not implement, before
-/// linking would fail with a less helpful message.
+/// linking would fail with a less helpful message. Returns the contract it was built for.
 fn check_contract(
     runtime: &Runtime,
     origin: &str,
     component: &wasmtime::component::Component,
-) -> Result<(), LoadError> {
+) -> Result<String, LoadError> {
     let ty = component.component_type();
-    for (name, _) in ty.imports(&runtime.engine) {
+    let names: Vec<String> = ty
+        .imports(&runtime.engine)
+        .map(|(name, _)| name.to_owned())
+        .chain(ty.exports(&runtime.engine).map(|(name, _)| name.to_owned()))
+        .collect();
+    let mut contract = None;
+    for name in &names {
         if let Some(rest) = name.strip_prefix("reconhost:plugin/") {
             let version = rest.split_once('@').map_or("", |(_, v)| v);
             if !version.starts_with("0.1.") {
@@ -418,7 +482,10 @@ fn check_contract(
                     supported: SUPPORTED_CONTRACTS,
                 });
             }
+            contract.get_or_insert_with(|| format!("reconhost:plugin@{version}"));
         }
     }
-    Ok(())
+    // A component that neither imports nor exports the contract fails to link next, as not a
+    // reconciler; name the version it would need.
+    Ok(contract.unwrap_or_else(|| "reconhost:plugin@0.1.0".to_owned()))
 }

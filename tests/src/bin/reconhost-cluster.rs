@@ -29,7 +29,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Start the instance in the background, or find it running; print KUBECONFIG=<path> last.
+    /// Start the instance in the background, or find it running; print `KUBECONFIG=<path>` last.
     Up {
         /// Instance name.
         #[arg(long, default_value = "dev")]
@@ -213,9 +213,12 @@ fn status(name: &str) -> ExitCode {
 }
 
 async fn serve(name: &str) -> anyhow::Result<()> {
+    // The developer's instance: what `make run` needs (a registry, progressing Deployments).
     let plane = ControlPlane::start(Options {
         name: Some(name.to_owned()),
         crds: reconhost_tests::crds::bundled(),
+        registry: true,
+        workloads: true,
     })
     .await?;
     std::fs::write(plane.dir().join("ready"), b"")?;
@@ -231,6 +234,8 @@ async fn exec(name: &str, command: &[String]) -> anyhow::Result<ExitCode> {
     let plane = ControlPlane::start(Options {
         name: Some(name.to_owned()),
         crds: reconhost_tests::crds::bundled(),
+        registry: true,
+        workloads: false,
     })
     .await?;
     eprintln!(
@@ -238,7 +243,7 @@ async fn exec(name: &str, command: &[String]) -> anyhow::Result<ExitCode> {
         start.elapsed().as_secs_f64(),
         plane.kubeconfig().display()
     );
-    let status = run_child(command, &plane.kubeconfig()).await;
+    let status = run_child(command, &plane.kubeconfig(), plane.registry()).await;
     plane.stop();
     let status = status?;
     Ok(status
@@ -249,11 +254,17 @@ async fn exec(name: &str, command: &[String]) -> anyhow::Result<ExitCode> {
 async fn run_child(
     command: &[String],
     kubeconfig: &Path,
+    registry: Option<String>,
 ) -> anyhow::Result<std::process::ExitStatus> {
-    let mut child = tokio::process::Command::new(&command[0])
+    let mut child = tokio::process::Command::new(&command[0]);
+    child
         .args(&command[1..])
         .env("KUBECONFIG", kubeconfig)
-        .env("RECONHOST_KUBECONFIG", kubeconfig)
+        .env("RECONHOST_KUBECONFIG", kubeconfig);
+    if let Some(registry) = registry {
+        child.env("RECONHOST_REGISTRY", registry);
+    }
+    let mut child = child
         .spawn()
         .with_context(|| format!("starting {}", command[0]))?;
     // A Ctrl-C reaches the child too (same process group); this process waits for the child to

@@ -1,6 +1,6 @@
 //! The cache of one kind: objects by key, with an index by namespace (for `list`) and one by
-//! controller-owner UID (for gathering a parent's children without a scan). Pure data; the
-//! informer fills it.
+//! controller-owner UID (for gathering a parent's children without a scan). Pure data; only the
+//! informer writes it (the write methods are private to the cache module).
 //!
 //! Objects are kept as [`Cached`]: JSON text plus the parsed fields the indexes need.
 
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub use super::cached::{Cached, Meta, Owner};
+pub use super::object::{Cached, Meta, Owner};
 use crate::model::KindRef;
 use crate::selector::Selector;
 
@@ -63,11 +63,28 @@ pub struct GroupKind {
     pub kind: String,
 }
 
+impl GroupKind {
+    /// The GroupKind of an `apiVersion` and `kind`.
+    pub fn of(api_version: &str, kind: &str) -> Self {
+        Self {
+            group: crate::model::group_of(api_version).to_owned(),
+            kind: kind.to_owned(),
+        }
+    }
+}
+
 impl From<&KindRef> for GroupKind {
     fn from(kind: &KindRef) -> Self {
-        Self {
-            group: kind.group().to_owned(),
-            kind: kind.kind.clone(),
+        Self::of(&kind.api_version, &kind.kind)
+    }
+}
+
+impl fmt::Display for GroupKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.kind)
+        } else {
+            write!(f, "{}.{}", self.kind, self.group)
         }
     }
 }
@@ -181,7 +198,7 @@ impl Store {
     /// or saw it deleted at a newer version. Returns what it replaced and what it inserted, or
     /// `None` if it kept what it had. The comparison and the insert are one step, so a watch
     /// event and the answer to a write racing it cannot leave the older one cached.
-    pub fn upsert(&self, object: Cached) -> Option<(Option<Arc<Cached>>, Arc<Cached>)> {
+    pub(super) fn upsert(&self, object: Cached) -> Option<(Option<Arc<Cached>>, Arc<Cached>)> {
         let object = Arc::new(object);
         let key = object.meta.key.clone();
         let mut inner = self.inner.write().expect("store lock poisoned");
@@ -214,7 +231,7 @@ impl Store {
 
     /// Removes an object; returns it if it was cached. `version`, the resourceVersion of the
     /// deletion when the watch reported one, is remembered until [`Store::forget_deleted`].
-    pub fn remove(&self, key: &ObjectKey, version: Option<&str>) -> Option<Arc<Cached>> {
+    pub(super) fn remove(&self, key: &ObjectKey, version: Option<&str>) -> Option<Arc<Cached>> {
         let mut inner = self.inner.write().expect("store lock poisoned");
         if let Some(version) = version {
             let now = Instant::now();
@@ -231,7 +248,7 @@ impl Store {
     }
 
     /// Drops the tombstones: a full list has just made the cache agree with the API server.
-    pub fn forget_deleted(&self) {
+    pub(super) fn forget_deleted(&self) {
         self.inner
             .write()
             .expect("store lock poisoned")

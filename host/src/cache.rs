@@ -1,0 +1,23 @@
+//! The host's view of the cluster: one watch and one cache per kind, shared by every plugin
+//! that needs the kind, started by the first user and stopped after the last.
+//!
+//! - [`informers`]: the registry of informers, reference-counted by kind ([`InformerRef`]).
+//! - [`informer`]: one kind's watch, its cache and the change handlers registered on it.
+//! - [`store`]: the cache of one kind and its indexes (by namespace, by controller owner).
+//! - [`object`]: one cached object, JSON text plus the few fields the indexes need.
+//! - [`reader`]: a plugin's `get` and `list`, answered from the caches of the kinds it reads.
+//!
+//! Only the watch writes the caches, with one deliberate back edge: the API server's answers
+//! to the host's own writes ([`Informer::observe_write`]).
+
+pub mod informer;
+pub mod informers;
+pub mod object;
+pub mod reader;
+pub mod store;
+
+pub use informer::{Change, Informer, Registration, ResolvedKind};
+pub use informers::{DiscoveryError, InformerRef, Informers};
+pub use object::{Cached, Meta, Owner};
+pub use reader::CacheReader;
+pub use store::{GroupKind, ObjectKey, Store};

@@ -1,0 +1,373 @@
+//! The watch and cache of one kind ([`Informer`]) and the handlers registered on it.
+//!
+//! The watch is kube-runtime's watcher, which relists on 410 Gone, asks for bookmarks and
+//! reconnects with backoff (800 ms doubling to 30 s, jittered, like client-go's reflector).
+//! Objects are cached as JSON text, the form plugins receive ([`Cached`]), without
+//! `managedFields` (the largest part of most objects and of no use to a plugin) except the
+//! entries of reconhost's own field managers, which the planner needs to see a field the plugin
+//! stopped setting and which are kept apart from what a plugin is given.
+//!
+//! Handlers are plain functions called on the watch task for each change. They must not block:
+//! the control loop's handlers only map the object to queue keys and add them. A handler is
+//! registered with [`Informer::on_change`], which returns a [`Registration`] that unregisters it
+//! when dropped; a handler registered while the watch is already running is first replayed every
+//! object the cache holds, as part of the initial list, so late registrations miss nothing.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, Weak};
+
+use futures::StreamExt as _;
+use kube::api::{Api, DynamicObject};
+use kube::core::TypeMeta;
+use kube::core::discovery::ApiResource;
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+use serde_json::Value;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use super::store::{Cached, GroupKind, ObjectKey, Store};
+use crate::model::FIELD_MANAGER_PREFIX;
+
+/// A kind as discovery resolved it.
+#[derive(Debug, Clone)]
+pub struct ResolvedKind {
+    /// Group, version, kind and plural.
+    pub resource: ApiResource,
+    /// Whether objects of the kind live in namespaces.
+    pub namespaced: bool,
+    /// Whether the kind has a status subresource.
+    pub has_status: bool,
+}
+
+impl ResolvedKind {
+    /// The kind's identity across versions.
+    pub fn group_kind(&self) -> GroupKind {
+        GroupKind {
+            group: self.resource.group.clone(),
+            kind: self.resource.kind.clone(),
+        }
+    }
+}
+
+/// One change to a cached object, as handlers see it.
+#[derive(Debug)]
+pub struct Change<'a> {
+    /// The object before, if it was cached.
+    pub old: Option<&'a Cached>,
+    /// The object after, unless it was deleted.
+    pub new: Option<&'a Cached>,
+    /// Part of the first list after start (or of the replay a late handler gets): work it
+    /// causes is of low priority.
+    pub initial: bool,
+}
+
+type Handler = Arc<dyn Fn(&Change<'_>) + Send + Sync>;
+
+/// The watch and cache of one kind.
+pub struct Informer {
+    kind: ResolvedKind,
+    store: Store,
+    /// Registered handlers by registration id, in registration order.
+    handlers: RwLock<Vec<(u64, Handler)>>,
+    next_id: AtomicU64,
+    synced: watch::Sender<bool>,
+}
+
+/// A handler's registration on an informer. Dropping it unregisters the handler; the change
+/// being delivered at that moment, if any, may still reach it.
+#[must_use = "dropping a registration unregisters its handler"]
+pub struct Registration {
+    informer: Weak<Informer>,
+    id: u64,
+}
+
+impl Registration {
+    /// Completes once the handler has seen every object of the first list: the informer's first
+    /// list is cached (a handler registered later was replayed the cache when it registered).
+    pub async fn wait_synced(&self) {
+        if let Some(informer) = self.informer.upgrade() {
+            informer.wait_synced().await;
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(informer) = self.informer.upgrade() {
+            informer
+                .handlers
+                .write()
+                .expect("handler lock poisoned")
+                .retain(|(id, _)| *id != self.id);
+        }
+    }
+}
+
+impl Informer {
+    pub(super) fn new(kind: ResolvedKind) -> Self {
+        Self {
+            kind,
+            store: Store::default(),
+            handlers: RwLock::new(Vec::new()),
+            next_id: AtomicU64::new(0),
+            synced: watch::Sender::new(false),
+        }
+    }
+
+    /// The kind this informer watches.
+    pub fn kind(&self) -> &ResolvedKind {
+        &self.kind
+    }
+
+    /// The kind's identity across versions.
+    pub fn group_kind(&self) -> GroupKind {
+        self.kind.group_kind()
+    }
+
+    /// The cache.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Calls `handler` for every change from now on, after replaying it every object already
+    /// cached (as `initial` changes). Changes that race the registration may reach the handler
+    /// twice, never not at all: the replay takes a snapshot after the handler can no longer miss
+    /// a notification, and handlers add keys to a queue, where a repeat is free.
+    pub fn on_change(
+        self: &Arc<Self>,
+        handler: impl Fn(&Change<'_>) + Send + Sync + 'static,
+    ) -> Registration {
+        let handler: Handler = Arc::new(handler);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.handlers
+            .write()
+            .expect("handler lock poisoned")
+            .push((id, handler.clone()));
+        for object in self.store.list("", &crate::selector::Selector::default()) {
+            handler(&Change {
+                old: None,
+                new: Some(&object),
+                initial: true,
+            });
+        }
+        Registration {
+            informer: Arc::downgrade(self),
+            id,
+        }
+    }
+
+    /// How many handlers are registered.
+    pub fn handler_count(&self) -> usize {
+        self.handlers.read().expect("handler lock poisoned").len()
+    }
+
+    /// Whether the first list has been cached.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Completes once the first list has been cached.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        // The sender lives as long as self, so the wait ends only by becoming true.
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    fn notify(&self, change: &Change<'_>) {
+        // A snapshot, so a handler registering or unregistering meanwhile never waits on a
+        // change being delivered.
+        let handlers: Vec<Handler> = self
+            .handlers
+            .read()
+            .expect("handler lock poisoned")
+            .iter()
+            .map(|(_, h)| h.clone())
+            .collect();
+        for handler in handlers {
+            handler(change);
+        }
+    }
+
+    /// Caches an object and tells the handlers, unless the cache already holds this version or
+    /// a newer one (a relist replays every object, and a write the host observed may be ahead of
+    /// the watch; only real changes become work).
+    fn apply(&self, object: Value, initial: bool) {
+        let Some((old, new)) = self.store.upsert(Cached::new(object)) else {
+            return;
+        };
+        self.notify(&Change {
+            old: old.as_deref(),
+            new: Some(&new),
+            initial,
+        });
+    }
+
+    /// Caches the API server's answer to a write the host made, so the next reconcile reads what
+    /// was written rather than an older version from a watch that has not caught up. Handlers
+    /// hear of it as of any change (another plugin may depend on the object); the watch event
+    /// that follows is then a replay and ignored. This is the one way into the cache other than
+    /// the watch.
+    pub fn observe_write(&self, object: DynamicObject) {
+        let object = self.normalize(object);
+        self.apply(object, false);
+    }
+
+    /// Uncaches an object; `version` is the resourceVersion of its deletion, when known.
+    fn delete(&self, key: &ObjectKey, version: Option<&str>) {
+        if let Some(old) = self.store.remove(key, version) {
+            self.notify(&Change {
+                old: Some(&old),
+                new: None,
+                initial: false,
+            });
+        }
+    }
+
+    /// The object as the cache holds it: typed (list items arrive without apiVersion and kind)
+    /// and without managedFields other than what reconhost's managers applied.
+    fn normalize(&self, mut object: DynamicObject) -> Value {
+        object.metadata.managed_fields = object
+            .metadata
+            .managed_fields
+            .take()
+            .map(|entries| {
+                entries
+                    .into_iter()
+                    .filter(|e| {
+                        e.manager
+                            .as_deref()
+                            .is_some_and(|m| m.starts_with(FIELD_MANAGER_PREFIX))
+                            && e.operation.as_deref() == Some("Apply")
+                            && e.subresource.as_deref().unwrap_or("").is_empty()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .filter(|kept| !kept.is_empty());
+        object.types = Some(TypeMeta {
+            api_version: self.kind.resource.api_version.clone(),
+            kind: self.kind.resource.kind.clone(),
+        });
+        serde_json::to_value(object).unwrap_or(Value::Null)
+    }
+
+    /// Watches until the task is aborted (the last user of the informer is gone).
+    pub(super) async fn run(self: Arc<Self>, api: Api<DynamicObject>) {
+        let kind = self.kind.resource.kind.clone();
+        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        // Keys seen during a (re)list; whatever the cache holds beyond them was deleted while
+        // the watch was down.
+        let mut listing: Option<HashSet<ObjectKey>> = None;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Init) => listing = Some(HashSet::new()),
+                Ok(Event::InitApply(object)) => {
+                    let object = self.normalize(object);
+                    if let Some(seen) = &mut listing {
+                        seen.insert(ObjectKey::of(&object));
+                    }
+                    self.apply(object, !self.is_synced());
+                }
+                Ok(Event::InitDone) => {
+                    let seen = listing.take().unwrap_or_default();
+                    for key in self.store.keys() {
+                        if !seen.contains(&key) {
+                            self.delete(&key, None);
+                        }
+                    }
+                    self.store.forget_deleted();
+                    if !self.is_synced() {
+                        info!(%kind, objects = self.store.len(), "cache synced");
+                    } else {
+                        debug!(%kind, objects = self.store.len(), "relisted");
+                    }
+                    self.synced.send_replace(true);
+                }
+                Ok(Event::Apply(object)) => self.apply(self.normalize(object), false),
+                Ok(Event::Delete(object)) => {
+                    let object = self.normalize(object);
+                    let version = object["metadata"]["resourceVersion"].as_str();
+                    self.delete(&ObjectKey::of(&object), version);
+                }
+                Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use serde_json::json;
+
+    pub(crate) fn config_maps() -> Arc<Informer> {
+        Arc::new(Informer::new(ResolvedKind {
+            resource: ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+            namespaced: true,
+            has_status: false,
+        }))
+    }
+
+    fn object(name: &str, version: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "a", "name": name, "resourceVersion": version}})
+    }
+
+    type Seen = Arc<Mutex<Vec<(bool, bool, bool)>>>;
+
+    fn recorder() -> (Seen, impl Fn(&Change<'_>) + Send + Sync + 'static) {
+        let seen = Seen::default();
+        let log = seen.clone();
+        (seen, move |c: &Change<'_>| {
+            log.lock()
+                .unwrap()
+                .push((c.old.is_some(), c.new.is_some(), c.initial))
+        })
+    }
+
+    #[test]
+    fn informer_should_not_notify_a_replayed_or_older_version() {
+        let informer = config_maps();
+        let (seen, handler) = recorder();
+        let _registration = informer.on_change(handler);
+        informer.apply(object("x", "1"), true);
+        informer.apply(object("x", "1"), false);
+        informer.apply(object("x", "2"), false);
+        informer.apply(object("x", "1"), false);
+        informer.delete(&ObjectKey::new("a", "x"), Some("3"));
+        informer.delete(&ObjectKey::new("a", "x"), Some("3"));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                (false, true, true),
+                (true, true, false),
+                (true, false, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn late_handler_should_be_replayed_the_cache_and_dropping_should_unregister() {
+        let informer = config_maps();
+        informer.apply(object("x", "1"), true);
+        informer.apply(object("y", "1"), true);
+        let (seen, handler) = recorder();
+        let registration = informer.on_change(handler);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [(false, true, true), (false, true, true)],
+            "both cached objects, as initial (low-priority) changes"
+        );
+        informer.apply(object("x", "2"), false);
+        assert_eq!(seen.lock().unwrap().len(), 3, "then live changes");
+        assert_eq!(informer.handler_count(), 1);
+        drop(registration);
+        assert_eq!(informer.handler_count(), 0);
+        informer.apply(object("x", "3"), false);
+        assert_eq!(seen.lock().unwrap().len(), 3, "nothing after unregistering");
+    }
+}

@@ -1,0 +1,201 @@
+//! Every informer of the host, shared by kind and reference-counted: the first user of a kind
+//! resolves it through discovery and starts its watch; the watch stops when the last
+//! [`InformerRef`] is dropped, so a kind no plugin uses any more costs nothing.
+
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, Weak};
+
+use kube::api::Api;
+use kube::core::GroupVersionKind;
+use kube::core::discovery::Scope;
+use tokio::task::JoinHandle;
+
+use super::informer::{Informer, ResolvedKind};
+use super::store::GroupKind;
+use crate::model::{KindRef, group_of};
+
+/// Failure to resolve a kind.
+#[derive(Debug, thiserror::Error)]
+#[error("resolving kind {kind} through discovery: {source}")]
+pub struct DiscoveryError {
+    /// The kind as the plugin named it.
+    pub kind: KindRef,
+    /// What the API server said.
+    #[source]
+    pub source: kube::Error,
+}
+
+impl DiscoveryError {
+    /// Whether the API server does not serve the kind (its CRD is not installed, or not this
+    /// version), as opposed to a failure to ask.
+    pub fn is_not_found(&self) -> bool {
+        match &self.source {
+            kube::Error::Api(status) => status.code == 404,
+            kube::Error::Discovery(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// The informers of one host: one per kind, created on first use.
+#[derive(Clone)]
+pub struct Informers {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: kube::Client,
+    /// Namespaced kinds are watched only here when set.
+    namespace: Option<String>,
+    /// The live informers. An entry whose slot has been dropped is stale until the next
+    /// acquire of that kind replaces it (or the slot's drop removes it).
+    slots: Mutex<HashMap<GroupKind, Weak<Slot>>>,
+}
+
+/// A live informer and its watch task. Dropped with the last [`InformerRef`].
+struct Slot {
+    informer: Arc<Informer>,
+    watch: JoinHandle<()>,
+    key: GroupKind,
+    owner: Weak<Inner>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.watch.abort();
+        tracing::info!(kind = %self.key, "no plugin uses the kind any more; its watch stopped");
+        if let Some(inner) = self.owner.upgrade() {
+            let mut slots = inner.slots.lock().expect("informer lock poisoned");
+            // A new slot for the kind may already have replaced this one.
+            if slots.get(&self.key).is_some_and(|w| w.strong_count() == 0) {
+                slots.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// A use of an informer. Clones share the use; the informer's watch runs as long as any
+/// reference to it is alive.
+#[derive(Clone)]
+pub struct InformerRef {
+    slot: Arc<Slot>,
+}
+
+impl Deref for InformerRef {
+    type Target = Arc<Informer>;
+
+    fn deref(&self) -> &Arc<Informer> {
+        &self.slot.informer
+    }
+}
+
+impl Informers {
+    /// Informers on `client`, watching namespaced kinds only in `namespace` when given.
+    pub fn new(client: kube::Client, namespace: Option<String>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                namespace,
+                slots: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The informer of a kind, resolving the kind through discovery and starting its watch if
+    /// no one uses it yet. Must be called within a tokio runtime.
+    pub async fn acquire(&self, kind: &KindRef) -> Result<InformerRef, DiscoveryError> {
+        let key = GroupKind::from(kind);
+        if let Some(slot) = self.live(&key) {
+            return Ok(InformerRef { slot });
+        }
+        let resolved = resolve(&self.inner.client, kind).await?;
+        let mut slots = self.inner.slots.lock().expect("informer lock poisoned");
+        // Someone may have started it while discovery ran.
+        if let Some(slot) = slots.get(&key).and_then(Weak::upgrade) {
+            return Ok(InformerRef { slot });
+        }
+        let informer = Arc::new(Informer::new(resolved));
+        let resource = &informer.kind().resource;
+        let api = match (&self.inner.namespace, informer.kind().namespaced) {
+            (Some(ns), true) => Api::namespaced_with(self.inner.client.clone(), ns, resource),
+            _ => Api::all_with(self.inner.client.clone(), resource),
+        };
+        let watch = tokio::spawn(informer.clone().run(api));
+        let slot = Arc::new(Slot {
+            informer,
+            watch,
+            key: key.clone(),
+            owner: Arc::downgrade(&self.inner),
+        });
+        slots.insert(key, Arc::downgrade(&slot));
+        Ok(InformerRef { slot })
+    }
+
+    fn live(&self, key: &GroupKind) -> Option<Arc<Slot>> {
+        let slots = self.inner.slots.lock().expect("informer lock poisoned");
+        slots.get(key).and_then(Weak::upgrade)
+    }
+
+    /// The kinds being watched now.
+    pub fn watched(&self) -> Vec<GroupKind> {
+        let slots = self.inner.slots.lock().expect("informer lock poisoned");
+        let mut kinds: Vec<GroupKind> = slots
+            .iter()
+            .filter(|(_, w)| w.strong_count() > 0)
+            .map(|(k, _)| k.clone())
+            .collect();
+        kinds.sort();
+        kinds
+    }
+
+    /// Objects cached across all live informers.
+    pub fn cached_objects(&self) -> usize {
+        let slots = self.inner.slots.lock().expect("informer lock poisoned");
+        slots
+            .values()
+            .filter_map(Weak::upgrade)
+            .map(|s| s.informer.store().len())
+            .sum()
+    }
+
+    /// The client the informers watch with.
+    pub fn client(&self) -> &kube::Client {
+        &self.inner.client
+    }
+
+    /// The namespace namespaced kinds are watched in, if only one.
+    pub fn namespace(&self) -> Option<&str> {
+        self.inner.namespace.as_deref()
+    }
+}
+
+/// Resolves a kind through discovery: its plural, scope and whether it has a status
+/// subresource.
+pub async fn resolve(
+    client: &kube::Client,
+    kind: &KindRef,
+) -> Result<ResolvedKind, DiscoveryError> {
+    let group = group_of(&kind.api_version);
+    let version = kind
+        .api_version
+        .split_once('/')
+        .map_or(kind.api_version.as_str(), |(_, v)| v);
+    let gvk = GroupVersionKind::gvk(group, version, &kind.kind);
+    let (resource, capabilities) =
+        kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .map_err(|source| DiscoveryError {
+                kind: kind.clone(),
+                source,
+            })?;
+    let has_status = capabilities
+        .subresources
+        .iter()
+        .any(|(r, _)| r.plural == "status");
+    Ok(ResolvedKind {
+        resource,
+        namespaced: capabilities.scope == Scope::Namespaced,
+        has_status,
+    })
+}

@@ -1,0 +1,645 @@
+//! The ReconcilePlugin controller: installs, upgrades, suspends and uninstalls plugins while
+//! the host runs, with the same queue and backoff discipline as any controller.
+//!
+//! One reconcile of a ReconcilePlugin:
+//! 1. gone, or being deleted: stop its controller, release its parents (the host's finalizer
+//!    comes off each, so they stay deletable), then let the resource go ([`uninstall`]);
+//! 2. otherwise make sure the host's finalizer is on it, so step 1 cannot be skipped;
+//! 3. when the spec's digest, config or limits differ from what serves: load the component
+//!    ([`load`]: fetch, verify, compile; straight from the compiled-code cache when the resource
+//!    already served this digest), check that it reconciles
+//!    `spec.parent`, and hand it to the [`Supervisor`], which swaps it in once its caches have
+//!    synced. Any failure leaves the running version, if there is one, serving;
+//! 4. suspend or resume the controller as `spec.suspend` says;
+//! 5. write the status ([`status`]): `activeDigest`, what the plugin declared, and the
+//!    conditions `Fetched`, `Compiled`, `Ready`, whose reasons name the cause.
+//!
+//! A failure is retried with backoff (1 s doubling to 5 min: a retry fetches and compiles, so
+//! client-go's 5 ms start would pull a broken artifact ten times in its first seconds). A plugin
+//! waiting for a kind the API server does not serve yet is looked at again every 10 s instead,
+//! so a CRD installed later starts its plugin promptly without the host watching every CRD.
+
+pub mod load;
+pub mod status;
+pub mod uninstall;
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash as _, Hasher as _};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, watch};
+use tracing::{info, warn};
+
+use self::load::{Loader, Obtained};
+use crate::api::{self, ReconcilePlugin, UNINSTALL_FINALIZER};
+use crate::cache::{DiscoveryError, InformerRef, Informers, ObjectKey, Registration};
+use crate::controller::queue::{Backoff, Priority, WorkQueue};
+use crate::controller::workers::{self, Next, Stop};
+use crate::controller::{Spec, generation::same_kind};
+use crate::metrics::Metrics;
+use crate::model::KindRef;
+use crate::runtime::{Limits, LoadError, Plugin};
+use crate::source::SourceError;
+use crate::supervisor::{Supervisor, SupervisorError};
+
+/// Backoff of failed installs.
+const BACKOFF: Backoff = Backoff {
+    base: Duration::from_secs(1),
+    max: Duration::from_secs(300),
+};
+
+/// How often a plugin waiting for a kind to be served looks again.
+const KIND_POLL: Duration = Duration::from_secs(10);
+
+/// ReconcilePlugins reconciled at once. Loading is bounded separately (by the compile pool).
+const WORKERS: usize = 4;
+
+/// The stage of loading a plugin that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Fetching or verifying the component (`Fetched=False`).
+    Fetch,
+    /// Compiling or describing it (`Compiled=False`).
+    Compile,
+    /// Starting it: kinds, conflicts, caches (`Ready=False`).
+    Start,
+}
+
+/// Why a plugin does not run (or its new version does not): the condition, its reason and a
+/// message that says what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Where it failed.
+    pub stage: Stage,
+    /// The condition reason, CamelCase.
+    pub reason: &'static str,
+    /// What happened.
+    pub message: String,
+    /// Waiting for a kind the API server does not serve yet.
+    pub waits_for_kind: bool,
+}
+
+impl Failure {
+    fn new(stage: Stage, reason: &'static str, message: String) -> Self {
+        Self {
+            stage,
+            reason,
+            message,
+            waits_for_kind: false,
+        }
+    }
+
+    /// A source that could not deliver.
+    pub fn source(error: &SourceError) -> Self {
+        Self::new(Stage::Fetch, error.reason(), error.to_string())
+    }
+
+    /// A component that does not load.
+    pub fn load(error: &LoadError) -> Self {
+        let reason = match error {
+            LoadError::Read { .. } => {
+                return Self::new(Stage::Fetch, "SourceNotFound", error.to_string());
+            }
+            LoadError::Compile { .. } => "CompileFailed",
+            LoadError::UnsupportedContract { .. } => "UnsupportedContract",
+            LoadError::NotAReconciler { .. } => "NotAReconciler",
+            LoadError::Info { .. } => "InfoFailed",
+            LoadError::InvalidInfo { .. } => "InvalidInfo",
+            LoadError::Cache { .. } => "CacheFailed",
+        };
+        Self::new(Stage::Compile, reason, error.to_string())
+    }
+
+    /// A failure of the host itself.
+    pub fn host(message: String) -> Self {
+        Self::new(Stage::Start, "HostError", message)
+    }
+
+    fn supervisor(error: &SupervisorError, parent: &KindRef) -> Self {
+        let reason = match error {
+            SupervisorError::KindTaken { .. } | SupervisorError::NameTaken { .. } => "Conflict",
+            SupervisorError::NameChanged { .. } | SupervisorError::ParentChanged { .. } => {
+                "UpgradeFailed"
+            }
+            SupervisorError::Discovery(d) => return Self::discovery(d, parent),
+            SupervisorError::NotSynced { .. } => "CachesNotSynced",
+        };
+        Self::new(Stage::Start, reason, error.to_string())
+    }
+
+    fn discovery(error: &DiscoveryError, parent: &KindRef) -> Self {
+        let (reason, message) = if !error.is_not_found() {
+            ("DiscoveryFailed", error.to_string())
+        } else if same_kind(&error.kind, parent) {
+            (
+                "ParentKindNotFound",
+                format!(
+                    "the API server does not serve the parent kind {} (is its CRD installed?); the plugin starts once it does",
+                    error.kind
+                ),
+            )
+        } else {
+            (
+                "KindNotFound",
+                format!(
+                    "the API server does not serve {}, which the plugin declares (is its CRD installed?); the plugin starts once it does",
+                    error.kind
+                ),
+            )
+        };
+        Self {
+            waits_for_kind: error.is_not_found(),
+            ..Self::new(Stage::Start, reason, message)
+        }
+    }
+}
+
+/// What the host runs for one ReconcilePlugin.
+struct Installed {
+    /// Hash of what decides the generation: digest, config, limits.
+    fingerprint: u64,
+    /// The plugin serving.
+    plugin: Plugin,
+    /// How its component was obtained.
+    obtained: Obtained,
+}
+
+/// Defaults for what a ReconcilePlugin leaves unset.
+#[derive(Debug, Clone)]
+pub struct Defaults {
+    /// Limits of every call.
+    pub limits: Limits,
+    /// Parents reconciled at once per plugin.
+    pub concurrency: usize,
+}
+
+/// The ReconcilePlugin controller.
+pub struct Lifecycle {
+    client: kube::Client,
+    supervisor: Arc<Supervisor>,
+    loader: Loader,
+    defaults: Defaults,
+    /// Namespaced parents are released only here when the host watches one namespace.
+    namespace: Option<String>,
+    plugins: InformerRef,
+    queue: WorkQueue<ObjectKey>,
+    installed: Mutex<HashMap<String, Installed>>,
+    /// ReconcilePlugins refused for a conflict, to look at again when a plugin goes.
+    conflicts: Mutex<HashSet<String>>,
+    /// The outcome of each ReconcilePlugin's last attempt, for `reconhost_plugins{state}`.
+    states: Mutex<HashMap<String, &'static str>>,
+    metrics: Arc<Metrics>,
+    /// ReconcilePlugins of the first list not yet reconciled once; `None` before that list.
+    initial: Mutex<Option<HashSet<String>>>,
+    ready: watch::Sender<bool>,
+}
+
+impl Lifecycle {
+    /// Starts watching ReconcilePlugins (the CRD must be installed; until it is, this retries).
+    /// Call [`Lifecycle::run`] to reconcile them.
+    pub async fn start(
+        informers: &Informers,
+        supervisor: Arc<Supervisor>,
+        loader: Loader,
+        defaults: Defaults,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Arc<Self>, Registration), DiscoveryError> {
+        let kind = KindRef::new(format!("{}/v1alpha1", api::GROUP), "ReconcilePlugin");
+        let plugins = informers.acquire(&kind).await?;
+        let queue = WorkQueue::new(metrics.queue("reconcileplugin"), BACKOFF);
+        let lifecycle = Arc::new(Self {
+            client: informers.client().clone(),
+            supervisor,
+            loader,
+            defaults,
+            namespace: informers.namespace().map(str::to_owned),
+            plugins: plugins.clone(),
+            queue: queue.clone(),
+            installed: Mutex::new(HashMap::new()),
+            conflicts: Mutex::new(HashSet::new()),
+            states: Mutex::new(HashMap::new()),
+            metrics,
+            initial: Mutex::new(None),
+            ready: watch::Sender::new(false),
+        });
+        let registration = plugins.on_change(move |change| {
+            if let Some(object) = change.new.or(change.old) {
+                let priority = if change.initial {
+                    Priority::Low
+                } else {
+                    Priority::Normal
+                };
+                queue.add(object.meta.key.clone(), priority);
+            }
+        });
+        Ok((lifecycle, registration))
+    }
+
+    /// Reconciles ReconcilePlugins until `stop` fires; in-flight ones finish.
+    pub async fn run(self: Arc<Self>, stop: Stop) {
+        self.plugins.wait_synced().await;
+        let first: HashSet<String> = self
+            .plugins
+            .store()
+            .keys()
+            .into_iter()
+            .map(|k| k.name)
+            .collect();
+        info!(plugins = first.len(), "ReconcilePlugins listed");
+        let empty = first.is_empty();
+        *self.initial.lock().expect("lifecycle lock poisoned") = Some(first);
+        if empty {
+            self.ready.send_replace(true);
+        }
+        let this = self.clone();
+        workers::run(
+            self.queue.clone(),
+            WORKERS,
+            Arc::new(Semaphore::new(WORKERS)),
+            self.metrics.controller("reconcileplugin"),
+            stop,
+            move |key: ObjectKey| {
+                let this = this.clone();
+                let span = tracing::info_span!("reconcileplugin", name = %key.name);
+                tracing::Instrument::instrument(
+                    async move { this.reconcile(&key.name).await },
+                    span,
+                )
+            },
+        )
+        .await;
+    }
+
+    /// True once every ReconcilePlugin of the first list has been reconciled once (whatever
+    /// the outcome): what readiness waits for.
+    pub fn ready(&self) -> watch::Receiver<bool> {
+        self.ready.subscribe()
+    }
+
+    async fn reconcile(&self, name: &str) -> Next {
+        let next = self.reconcile_inner(name).await;
+        let mut initial = self.initial.lock().expect("lifecycle lock poisoned");
+        if let Some(pending) = initial.as_mut()
+            && pending.remove(name)
+            && pending.is_empty()
+        {
+            self.ready.send_replace(true);
+        }
+        drop(initial);
+        self.publish_states();
+        next
+    }
+
+    async fn reconcile_inner(&self, name: &str) -> Next {
+        let Some(cached) = self.plugins.store().get("", name) else {
+            // Gone without our finalizer (removed by force): stop what it ran.
+            self.forget(name).await;
+            return Next::Done;
+        };
+        let object = cached.value();
+        let rp: ReconcilePlugin = match serde_json::from_value(object.clone()) {
+            Ok(rp) => rp,
+            Err(error) => {
+                warn!(plugin = name, %error, "a ReconcilePlugin the host cannot read");
+                return Next::Terminal;
+            }
+        };
+        if crate::model::is_deleting(&object) {
+            return self.uninstall(name, &rp, &object).await;
+        }
+        if !has_finalizer(&object)
+            && let Err(error) = self.finalizer(&object, true).await
+        {
+            warn!(plugin = name, %error, "adding the uninstall finalizer failed; retrying");
+            return Next::Retry;
+        }
+
+        let fingerprint = fingerprint(&rp);
+        let current = self
+            .installed
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .get(name)
+            .map(|i| (i.fingerprint, i.plugin.clone()));
+        let failure = match current {
+            Some((f, _)) if f == fingerprint => None,
+            current => self
+                .install(name, &rp, fingerprint, current.map(|(_, p)| p))
+                .await
+                .err(),
+        };
+        if let Some(controller) = self.supervisor.controller(name) {
+            if rp.spec.suspend {
+                controller.suspend().await;
+            } else {
+                controller.resume().await;
+            }
+        }
+        let serving = self
+            .installed
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .get(name)
+            .map(|i| (i.plugin.clone(), i.obtained));
+        let state = match (&failure, &serving) {
+            (Some(_), None) => "failed",
+            (Some(_), Some(_)) => "failed",
+            (None, Some(_)) if rp.spec.suspend => "suspended",
+            (None, Some(_)) => "ready",
+            (None, None) => "loading",
+        };
+        self.states
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .insert(name.to_owned(), state);
+        let wanted = status::compose(&rp, &object, serving.as_ref(), failure.as_ref());
+        if let Err(error) = self.write_status(name, &object, &wanted).await {
+            warn!(plugin = name, %error, "writing the ReconcilePlugin status failed; retrying");
+            return Next::Retry;
+        }
+        match failure {
+            None => Next::Done,
+            Some(f) => {
+                if f.reason == "Conflict" {
+                    self.conflicts
+                        .lock()
+                        .expect("lifecycle lock poisoned")
+                        .insert(name.to_owned());
+                }
+                warn!(plugin = name, reason = f.reason, error = %f.message,
+                      serving = serving.is_some(), "plugin not installed");
+                if f.waits_for_kind {
+                    Next::RequeueAfter(KIND_POLL)
+                } else {
+                    Next::Retry
+                }
+            }
+        }
+    }
+
+    /// Loads the spec's component and makes it serve.
+    async fn install(
+        &self,
+        name: &str,
+        rp: &ReconcilePlugin,
+        fingerprint: u64,
+        current: Option<Plugin>,
+    ) -> Result<(), Failure> {
+        let parent = KindRef::from(&rp.spec.parent);
+        let limits = limits_of(rp, &self.defaults)?;
+        let digest_hex = rp.spec.source.digest.trim_start_matches("sha256:");
+        let (plugin, obtained) = match current {
+            // Same code, other limits: reuse the compiled component.
+            Some(plugin) if plugin.digest() == digest_hex => {
+                let plugin = if *plugin.limits() == limits {
+                    plugin
+                } else {
+                    plugin.with_limits(limits).map_err(|e| Failure::load(&e))?
+                };
+                (plugin, Obtained::Cached)
+            }
+            _ => {
+                let origin = format!("ReconcilePlugin {name}");
+                let namespace = &rp.spec.service_account_ref.namespace;
+                let verified = rp.status.as_ref().and_then(|s| s.active_digest.as_deref())
+                    == Some(rp.spec.source.digest.as_str());
+                self.loader
+                    .load(&origin, &rp.spec.source, namespace, limits, verified)
+                    .await?
+            }
+        };
+        let info = plugin.info();
+        if !same_kind(&info.parent, &parent) {
+            return Err(Failure::new(
+                Stage::Start,
+                "ParentMismatch",
+                format!(
+                    "the component is plugin {} {}, which reconciles {}, but spec.parent is {parent}",
+                    info.name, info.version, info.parent
+                ),
+            ));
+        }
+        let spec = Spec {
+            plugin: plugin.clone(),
+            config: rp.spec.config.clone().unwrap_or_else(|| json!({})),
+            concurrency: rp
+                .spec
+                .limits
+                .as_ref()
+                .and_then(|l| l.concurrent_reconciles)
+                .map_or(self.defaults.concurrency, usize::from),
+        };
+        self.supervisor
+            .apply(name, spec)
+            .await
+            .map_err(|e| Failure::supervisor(&e, &parent))?;
+        self.installed
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .insert(
+                name.to_owned(),
+                Installed {
+                    fingerprint,
+                    plugin,
+                    obtained,
+                },
+            );
+        self.conflicts
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .remove(name);
+        Ok(())
+    }
+
+    async fn uninstall(&self, name: &str, rp: &ReconcilePlugin, object: &Value) -> Next {
+        let running = self
+            .installed
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .get(name)
+            .map(|i| i.plugin.info().name.clone());
+        self.forget(name).await;
+        // The plugin's name: from what ran, else from the status an earlier host wrote (a
+        // plugin that ran before a restart and no longer loads still left finalizers).
+        let plugin_name =
+            running.or_else(|| rp.status.as_ref()?.plugin.as_ref().map(|p| p.name.clone()));
+        if let Some(plugin_name) = plugin_name {
+            let parent = KindRef::from(&rp.spec.parent);
+            match uninstall::release_parents(
+                &self.client,
+                &parent,
+                &crate::model::finalizer_name(&plugin_name),
+                self.namespace.as_deref(),
+            )
+            .await
+            {
+                Ok(released) => {
+                    info!(plugin = name, released, "parents released");
+                }
+                Err(error) => {
+                    warn!(plugin = name, %error, "releasing the parents failed; retrying");
+                    return Next::Retry;
+                }
+            }
+        }
+        if has_finalizer(object)
+            && let Err(error) = self.finalizer(object, false).await
+        {
+            warn!(plugin = name, %error, "removing the uninstall finalizer failed; retrying");
+            return Next::Retry;
+        }
+        info!(plugin = name, "uninstalled");
+        Next::Done
+    }
+
+    /// Stops what `name` ran, and looks again at plugins refused for a conflict with it.
+    async fn forget(&self, name: &str) {
+        let removed = self
+            .installed
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .remove(name);
+        self.states
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .remove(name);
+        self.conflicts
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .remove(name);
+        if self.supervisor.remove(name).await || removed.is_some() {
+            let waiting: Vec<String> = self
+                .conflicts
+                .lock()
+                .expect("lifecycle lock poisoned")
+                .iter()
+                .cloned()
+                .collect();
+            for other in waiting {
+                self.queue.add(ObjectKey::new("", other), Priority::Normal);
+            }
+        }
+    }
+
+    async fn finalizer(&self, object: &Value, add: bool) -> Result<(), kube::Error> {
+        let name = object["metadata"]["name"].as_str().unwrap_or("");
+        let mut finalizers: Vec<Value> = object["metadata"]["finalizers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if add {
+            finalizers.push(json!(UNINSTALL_FINALIZER));
+        } else {
+            finalizers.retain(|f| f != UNINSTALL_FINALIZER);
+        }
+        let patch = json!({"metadata": {
+            "resourceVersion": object["metadata"]["resourceVersion"],
+            "finalizers": finalizers,
+        }});
+        let api: Api<kube::api::DynamicObject> =
+            Api::all_with(self.client.clone(), &self.plugins.kind().resource);
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(written) => {
+                self.plugins.observe_write(written);
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 && !add => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn write_status(
+        &self,
+        name: &str,
+        object: &Value,
+        wanted: &api::ReconcilePluginStatus,
+    ) -> Result<(), kube::Error> {
+        let wanted = serde_json::to_value(wanted).expect("a status serializes");
+        if object.get("status") == Some(&wanted) {
+            return Ok(());
+        }
+        let body = json!({
+            "apiVersion": format!("{}/v1alpha1", api::GROUP),
+            "kind": "ReconcilePlugin",
+            "metadata": {"name": name},
+            "status": wanted,
+        });
+        let api: Api<kube::api::DynamicObject> =
+            Api::all_with(self.client.clone(), &self.plugins.kind().resource);
+        let params = PatchParams::apply(api::HOST_FIELD_MANAGER).force();
+        let written = api
+            .patch_status(name, &params, &Patch::Apply(&body))
+            .await?;
+        self.plugins.observe_write(written);
+        Ok(())
+    }
+
+    fn publish_states(&self) {
+        let states = self.states.lock().expect("lifecycle lock poisoned");
+        let mut counts: Vec<(&str, i64)> = Vec::new();
+        for state in states.values() {
+            match counts.iter_mut().find(|(s, _)| s == state) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((state, 1)),
+            }
+        }
+        self.metrics.plugin_states(&counts);
+    }
+}
+
+fn has_finalizer(object: &Value) -> bool {
+    object["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == UNINSTALL_FINALIZER))
+}
+
+/// What decides a generation: a change to any of it swaps the plugin.
+fn fingerprint(rp: &ReconcilePlugin) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    rp.spec.source.digest.hash(&mut hasher);
+    serde_json::to_string(&rp.spec.config)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    serde_json::to_string(&rp.spec.limits)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The runtime limits a ReconcilePlugin asks for, over the host's defaults.
+pub fn limits_of(rp: &ReconcilePlugin, defaults: &Defaults) -> Result<Limits, Failure> {
+    let mut limits = defaults.limits.clone();
+    let Some(spec) = &rp.spec.limits else {
+        return Ok(limits);
+    };
+    let bytes = |field: &str, text: &str| {
+        api::parse_quantity(text)
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(|| {
+                Failure::new(
+                    Stage::Start,
+                    "InvalidLimits",
+                    format!("spec.limits.{field} {text:?} is not a quantity of bytes"),
+                )
+            })
+    };
+    if let Some(timeout) = spec.call_timeout {
+        limits = limits.deadline(timeout.into());
+    }
+    if let Some(memory) = &spec.memory {
+        limits = limits.memory(bytes("memory", memory)?);
+    }
+    if let Some(response) = &spec.response_bytes {
+        limits = limits.response_bytes(bytes("responseBytes", response)?);
+    }
+    if let Some(children) = spec.children {
+        limits = limits.children(children as usize);
+    }
+    Ok(limits)
+}

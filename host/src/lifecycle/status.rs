@@ -1,0 +1,166 @@
+//! A ReconcilePlugin's status: what serves, what it declared, and the conditions `Fetched`,
+//! `Compiled` and `Ready`, which describe the spec's digest (the latest attempt) while
+//! `activeDigest` says what actually serves. A failed upgrade therefore shows the new digest's
+//! failure on `Fetched` or `Compiled`, `Ready=False` with reason `UpgradeFailed` naming the
+//! cause, and the old digest still in `activeDigest`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde_json::Value;
+
+use super::load::Obtained;
+use super::{Failure, Stage};
+use crate::api::{Declared, PluginIdentity, ReconcilePlugin, ReconcilePluginStatus};
+use crate::runtime::Plugin;
+
+/// The status the host wants on `rp` (`object` is its cached JSON, for the conditions'
+/// transition times), given what serves and how the latest attempt ended.
+pub fn compose(
+    rp: &ReconcilePlugin,
+    object: &Value,
+    serving: Option<&(Plugin, Obtained)>,
+    failure: Option<&Failure>,
+) -> ReconcilePluginStatus {
+    let generation = object["metadata"]["generation"].as_i64();
+    let cached = serving.is_some_and(|(_, o)| *o == Obtained::Cached);
+    let condition = |type_: &str, status: &str, reason: &str, message: String| {
+        (
+            type_.to_owned(),
+            status.to_owned(),
+            reason.to_owned(),
+            message,
+        )
+    };
+    let fetched_ok = if failure.is_none() && cached {
+        condition(
+            "Fetched",
+            "True",
+            "Cached",
+            "the pinned digest is in the compiled-code cache; nothing was fetched".into(),
+        )
+    } else {
+        condition(
+            "Fetched",
+            "True",
+            "Fetched",
+            format!("the component matches {}", rp.spec.source.digest),
+        )
+    };
+    let compiled_ok = if failure.is_none() && cached {
+        condition(
+            "Compiled",
+            "True",
+            "Cached",
+            "loaded from the compiled-code cache".into(),
+        )
+    } else {
+        condition(
+            "Compiled",
+            "True",
+            "Compiled",
+            "the component loaded".into(),
+        )
+    };
+    let mut conditions = match failure.map(|f| f.stage) {
+        None => vec![fetched_ok, compiled_ok],
+        Some(Stage::Fetch) => {
+            let f = failure.expect("matched");
+            vec![
+                condition("Fetched", "False", f.reason, f.message.clone()),
+                condition(
+                    "Compiled",
+                    "Unknown",
+                    "NotFetched",
+                    "waiting for the component".into(),
+                ),
+            ]
+        }
+        Some(Stage::Compile) => {
+            let f = failure.expect("matched");
+            vec![
+                fetched_ok,
+                condition("Compiled", "False", f.reason, f.message.clone()),
+            ]
+        }
+        Some(Stage::Start) => vec![fetched_ok, compiled_ok],
+    };
+    let ready = match (failure, serving) {
+        (Some(f), Some((plugin, _))) => condition(
+            "Ready",
+            "False",
+            "UpgradeFailed",
+            format!(
+                "{} ({}); sha256:{} keeps serving",
+                f.message,
+                f.reason,
+                plugin.digest()
+            ),
+        ),
+        (Some(f), None) => condition("Ready", "False", f.reason, f.message.clone()),
+        (None, Some(_)) if rp.spec.suspend => condition(
+            "Ready",
+            "False",
+            "Suspended",
+            "spec.suspend is set: no reconciles start; changes queue until it is cleared".into(),
+        ),
+        (None, Some((plugin, _))) => condition(
+            "Ready",
+            "True",
+            "Running",
+            format!(
+                "plugin {} {} reconciles {}",
+                plugin.info().name,
+                plugin.info().version,
+                plugin.info().parent
+            ),
+        ),
+        (None, None) => condition("Ready", "Unknown", "Loading", "loading the plugin".into()),
+    };
+    conditions.push(ready);
+
+    let current = object["status"]["conditions"].as_array();
+    let conditions = conditions
+        .into_iter()
+        .map(|(type_, status, reason, message)| {
+            let previous = current.and_then(|c| c.iter().find(|c| c["type"] == type_.as_str()));
+            let since = previous
+                .filter(|p| p["status"] == status.as_str())
+                .and_then(|p| p["lastTransitionTime"].as_str())
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+            Condition {
+                last_transition_time: Time(since.unwrap_or_else(|| {
+                    let now = jiff::Timestamp::now();
+                    now.round(jiff::Unit::Second).unwrap_or(now)
+                })),
+                message,
+                observed_generation: generation,
+                reason,
+                status,
+                type_,
+            }
+        })
+        .collect();
+
+    let plugin = serving.map(|(p, _)| p);
+    let previous: Option<ReconcilePluginStatus> = object
+        .get("status")
+        .and_then(|s| serde_json::from_value(s.clone()).ok());
+    ReconcilePluginStatus {
+        observed_generation: generation,
+        active_digest: plugin.map(|p| format!("sha256:{}", p.digest())),
+        plugin: plugin
+            .map(|p| PluginIdentity {
+                name: p.info().name.clone(),
+                version: p.info().version.clone(),
+            })
+            // Kept when nothing serves: an uninstall needs the name to find the finalizers the
+            // plugin left before a restart.
+            .or_else(|| previous.as_ref().and_then(|s| s.plugin.clone())),
+        contract: plugin.map(|p| p.contract().to_owned()),
+        declared: plugin.map(|p| Declared {
+            children: p.info().children.iter().map(ToString::to_string).collect(),
+            reads: p.info().reads.iter().map(ToString::to_string).collect(),
+            finalizer: p.info().finalizer,
+        }),
+        conditions,
+    }
+}

@@ -1,0 +1,103 @@
+//! Releasing a removed plugin's parents: the host's finalizer for the plugin comes off every
+//! parent that carries it, so parents stay deletable once nothing would ever finalize them.
+//! Children stay with their owners; the garbage collector removes them with their parent.
+
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::cache::informers::resolve;
+use crate::model::KindRef;
+
+/// How often one parent's finalizer patch is retried when it races another writer.
+const CONFLICT_RETRIES: usize = 5;
+
+/// Removes `finalizer` from every object of `parent` (in `namespace` if given) that carries
+/// it; returns how many were released. A kind the API server does not serve has no parents.
+pub async fn release_parents(
+    client: &kube::Client,
+    parent: &KindRef,
+    finalizer: &str,
+    namespace: Option<&str>,
+) -> Result<usize, kube::Error> {
+    let kind = match resolve(client, parent).await {
+        Ok(kind) => kind,
+        Err(e) if e.is_not_found() => return Ok(0),
+        Err(e) => return Err(e.source),
+    };
+    let api: Api<DynamicObject> = match (namespace, kind.namespaced) {
+        (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &kind.resource),
+        _ => Api::all_with(client.clone(), &kind.resource),
+    };
+    let mut released = 0;
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = api.list_metadata(&params).await?;
+        for object in &page.items {
+            if holds(object.metadata.finalizers.as_deref(), finalizer) {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let namespace = object.metadata.namespace.clone();
+                release(
+                    client,
+                    &kind.resource,
+                    namespace.as_deref(),
+                    &name,
+                    finalizer,
+                )
+                .await?;
+                released += 1;
+            }
+        }
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => break,
+        }
+    }
+    Ok(released)
+}
+
+fn holds(finalizers: Option<&[String]>, finalizer: &str) -> bool {
+    finalizers.is_some_and(|f| f.iter().any(|x| x == finalizer))
+}
+
+/// Removes the finalizer from one object, retrying when someone else changed the list.
+async fn release(
+    client: &kube::Client,
+    resource: &kube::core::ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+    finalizer: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let mut attempt = 0;
+    loop {
+        let Some(object) = api.get_metadata_opt(name).await? else {
+            return Ok(());
+        };
+        let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
+        if !finalizers.iter().any(|f| f == finalizer) {
+            return Ok(());
+        }
+        let kept: Vec<Value> = finalizers
+            .into_iter()
+            .filter(|f| f != finalizer)
+            .map(Value::String)
+            .collect();
+        // The resourceVersion makes a concurrent change to the list a 409, not a lost finalizer.
+        let patch = json!({"metadata": {
+            "resourceVersion": object.metadata.resource_version,
+            "finalizers": kept,
+        }});
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < CONFLICT_RETRIES => attempt += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}

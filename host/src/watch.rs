@@ -1,0 +1,78 @@
+//! `reconhost run --plugin <file> --watch`: the plugin author's loop. The file is looked at
+//! twice a second; when its bytes change, the new component is loaded and swapped in through the
+//! same path an upgraded ReconcilePlugin takes, so what an author sees is what a cluster will
+//! do. A file that does not load (a half-written build, a compile error) is reported and the
+//! running version keeps serving.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tracing::{info, warn};
+
+use crate::controller::Spec;
+use crate::controller::workers::Stop;
+use crate::runtime::{Runtime, sha256_hex};
+use crate::supervisor::Supervisor;
+
+/// How often the file is looked at.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Reloads `path` into `owner`'s controller whenever its content changes, until `stop`.
+pub async fn reload_on_change(
+    path: PathBuf,
+    owner: String,
+    runtime: Runtime,
+    supervisor: Arc<Supervisor>,
+    concurrency: usize,
+    mut stop: Stop,
+) {
+    let mut seen = stamp(&path);
+    let mut digest = std::fs::read(&path).map(|b| sha256_hex(&b)).ok();
+    loop {
+        tokio::select! {
+            () = stop.stopped() => return,
+            () = tokio::time::sleep(POLL) => {}
+        }
+        let now = stamp(&path);
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue; // being replaced; the next look sees the new file
+        };
+        let new = sha256_hex(&bytes);
+        if digest.as_deref() == Some(new.as_str()) {
+            continue;
+        }
+        info!(file = %path.display(), digest = %&new[..12], "plugin file changed; reloading");
+        let loaded = match crate::run::load_file(&runtime, &path).await {
+            Ok(plugin) => plugin,
+            Err(error) => {
+                warn!(file = %path.display(), error = format!("{error:#}"), "the new plugin does not load; the running version keeps serving");
+                continue;
+            }
+        };
+        let spec = Spec {
+            plugin: loaded,
+            config: serde_json::json!({}),
+            concurrency,
+        };
+        match supervisor.apply(&owner, spec).await {
+            Ok(applied) => {
+                digest = Some(new);
+                info!(file = %path.display(), ?applied, "plugin reloaded");
+            }
+            Err(error) => {
+                warn!(file = %path.display(), %error, "the new plugin was not swapped in; the running version keeps serving");
+            }
+        }
+    }
+}
+
+/// Size and modification time: a cheap change check before reading the file.
+fn stamp(path: &PathBuf) -> Option<(u64, SystemTime)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
+}
