@@ -19,12 +19,13 @@
 //! waiting for a kind the API server does not serve yet is looked at again every 10 s instead,
 //! so a CRD installed later starts its plugin promptly without the host watching every CRD.
 
+pub mod failure;
 pub mod load;
+pub mod spec;
 pub mod status;
 pub mod uninstall;
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash as _, Hasher as _};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,7 +34,10 @@ use serde_json::{Value, json};
 use tokio::sync::{Semaphore, watch};
 use tracing::{info, warn};
 
+pub use self::failure::{Failure, Stage};
 use self::load::{Loader, Obtained};
+use self::spec::fingerprint;
+pub use self::spec::limits_of;
 use crate::api::{self, ReconcilePlugin, UNINSTALL_FINALIZER};
 use crate::cache::{DiscoveryError, InformerRef, Informers, ObjectKey, Registration};
 use crate::controller::queue::{Backoff, Priority, WorkQueue};
@@ -41,9 +45,8 @@ use crate::controller::workers::{self, Next, Stop};
 use crate::controller::{Spec, generation::same_kind};
 use crate::metrics::Metrics;
 use crate::model::KindRef;
-use crate::runtime::{Limits, LoadError, Plugin};
-use crate::source::SourceError;
-use crate::supervisor::{Supervisor, SupervisorError};
+use crate::runtime::{Limits, Plugin};
+use crate::supervisor::Supervisor;
 
 /// Backoff of failed installs.
 const BACKOFF: Backoff = Backoff {
@@ -56,106 +59,6 @@ const KIND_POLL: Duration = Duration::from_secs(10);
 
 /// ReconcilePlugins reconciled at once. Loading is bounded separately (by the compile pool).
 const WORKERS: usize = 4;
-
-/// The stage of loading a plugin that failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    /// Fetching or verifying the component (`Fetched=False`).
-    Fetch,
-    /// Compiling or describing it (`Compiled=False`).
-    Compile,
-    /// Starting it: kinds, conflicts, caches (`Ready=False`).
-    Start,
-}
-
-/// Why a plugin does not run (or its new version does not): the condition, its reason and a
-/// message that says what to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// Where it failed.
-    pub stage: Stage,
-    /// The condition reason, CamelCase.
-    pub reason: &'static str,
-    /// What happened.
-    pub message: String,
-    /// Waiting for a kind the API server does not serve yet.
-    pub waits_for_kind: bool,
-}
-
-impl Failure {
-    fn new(stage: Stage, reason: &'static str, message: String) -> Self {
-        Self {
-            stage,
-            reason,
-            message,
-            waits_for_kind: false,
-        }
-    }
-
-    /// A source that could not deliver.
-    pub fn source(error: &SourceError) -> Self {
-        Self::new(Stage::Fetch, error.reason(), error.to_string())
-    }
-
-    /// A component that does not load.
-    pub fn load(error: &LoadError) -> Self {
-        let reason = match error {
-            LoadError::Read { .. } => {
-                return Self::new(Stage::Fetch, "SourceNotFound", error.to_string());
-            }
-            LoadError::Compile { .. } => "CompileFailed",
-            LoadError::UnsupportedContract { .. } => "UnsupportedContract",
-            LoadError::NotAReconciler { .. } => "NotAReconciler",
-            LoadError::Info { .. } => "InfoFailed",
-            LoadError::InvalidInfo { .. } => "InvalidInfo",
-            LoadError::Cache { .. } => "CacheFailed",
-        };
-        Self::new(Stage::Compile, reason, error.to_string())
-    }
-
-    /// A failure of the host itself.
-    pub fn host(message: String) -> Self {
-        Self::new(Stage::Start, "HostError", message)
-    }
-
-    fn supervisor(error: &SupervisorError, parent: &KindRef) -> Self {
-        let reason = match error {
-            SupervisorError::KindTaken { .. } | SupervisorError::NameTaken { .. } => "Conflict",
-            SupervisorError::NameChanged { .. } | SupervisorError::ParentChanged { .. } => {
-                "UpgradeFailed"
-            }
-            SupervisorError::Discovery(d) => return Self::discovery(d, parent),
-            SupervisorError::NotSynced { .. } => "CachesNotSynced",
-        };
-        Self::new(Stage::Start, reason, error.to_string())
-    }
-
-    fn discovery(error: &DiscoveryError, parent: &KindRef) -> Self {
-        let (reason, message) = if !error.is_not_found() {
-            ("DiscoveryFailed", error.to_string())
-        } else if same_kind(&error.kind, parent) {
-            (
-                "ParentKindNotFound",
-                format!(
-                    "the API server does not serve the parent kind {} (is its CRD installed?); the plugin starts once it does",
-                    error.kind
-                ),
-            )
-        } else {
-            (
-                "KindNotFound",
-                format!(
-                    "the API server does not serve {}, which the plugin declares (is its CRD installed?); the plugin starts once it does",
-                    error.kind
-                ),
-            )
-        };
-        Self {
-            waits_for_kind: error.is_not_found(),
-            ..Self::new(Stage::Start, reason, message)
-        }
-    }
-}
 
 /// What the host runs for one ReconcilePlugin.
 struct Installed {
@@ -597,49 +500,4 @@ fn has_finalizer(object: &Value) -> bool {
     object["metadata"]["finalizers"]
         .as_array()
         .is_some_and(|f| f.iter().any(|x| x == UNINSTALL_FINALIZER))
-}
-
-/// What decides a generation: a change to any of it swaps the plugin.
-fn fingerprint(rp: &ReconcilePlugin) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
-    rp.spec.source.digest.hash(&mut hasher);
-    serde_json::to_string(&rp.spec.config)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    serde_json::to_string(&rp.spec.limits)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    hasher.finish()
-}
-
-/// The runtime limits a ReconcilePlugin asks for, over the host's defaults.
-pub fn limits_of(rp: &ReconcilePlugin, defaults: &Defaults) -> Result<Limits, Failure> {
-    let mut limits = defaults.limits.clone();
-    let Some(spec) = &rp.spec.limits else {
-        return Ok(limits);
-    };
-    let bytes = |field: &str, text: &str| {
-        api::parse_quantity(text)
-            .and_then(|b| usize::try_from(b).ok())
-            .ok_or_else(|| {
-                Failure::new(
-                    Stage::Start,
-                    "InvalidLimits",
-                    format!("spec.limits.{field} {text:?} is not a quantity of bytes"),
-                )
-            })
-    };
-    if let Some(timeout) = spec.call_timeout {
-        limits = limits.deadline(timeout.into());
-    }
-    if let Some(memory) = &spec.memory {
-        limits = limits.memory(bytes("memory", memory)?);
-    }
-    if let Some(response) = &spec.response_bytes {
-        limits = limits.response_bytes(bytes("responseBytes", response)?);
-    }
-    if let Some(children) = spec.children {
-        limits = limits.children(children as usize);
-    }
-    Ok(limits)
 }

@@ -403,3 +403,170 @@ fn replace(path: &Path, bytes: &[u8]) {
     std::fs::write(&tmp, bytes).unwrap();
     std::fs::rename(&tmp, path).unwrap();
 }
+
+/// A registry that takes pushes and pulls only with a password (htpasswd, bcrypt): user
+/// `reconhost`, password `plugin-pull-secret`.
+struct PrivateRegistry {
+    address: String,
+    _process: reconhost_tests::process::Component,
+}
+
+const REGISTRY_USER: &str = "reconhost";
+const REGISTRY_PASSWORD: &str = "plugin-pull-secret";
+
+impl PrivateRegistry {
+    async fn start(dir: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        std::fs::write(
+            dir.join("htpasswd"),
+            format!(
+                "{REGISTRY_USER}:$2b$10$uvF542fyLxxY9ouG2T4aEOxGHremSSeGXQORzJZligIYOOmi8NQlq\n"
+            ),
+        )
+        .unwrap();
+        let config = format!(
+            "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {data}}}\nhttp: {{addr: {address}}}\nauth:\n  htpasswd: {{realm: reconhost-test, path: {htpasswd}}}\n",
+            data = dir.join("data").display(),
+            htpasswd = dir.join("htpasswd").display(),
+        );
+        std::fs::write(dir.join("config.yaml"), config).unwrap();
+        let program = oci_tool("registry");
+        let env = [("OTEL_TRACES_EXPORTER".to_owned(), "none".to_owned())];
+        let process = reconhost_tests::process::Component::spawn_with_env(
+            "private-registry",
+            &program,
+            &[
+                "serve".to_owned(),
+                dir.join("config.yaml").display().to_string(),
+            ],
+            &env,
+            dir,
+        )
+        .expect("starting the private registry");
+        eventually(CONVERGE, "the private registry to listen", || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        })
+        .await;
+        Self {
+            address,
+            _process: process,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_private_registry_should_need_the_pull_secret_of_the_plugins_namespace() {
+    let world = World::new("rp-private").await;
+    let _suite = exclusive(&world.client).await;
+    world.service_account("plugin").await;
+    let registry = PrivateRegistry::start(&scratch(&world).join("registry")).await;
+    let reference = format!("{}/plugins/configmap-generator:1", registry.address);
+    let component = plugin("configmap-generator");
+
+    // Without credentials the push is refused; with them (the CLI takes them from the
+    // environment) it goes through.
+    let push = |with_password: bool| {
+        let mut command = Command::new(reconhost());
+        command.args([
+            "plugin",
+            "push",
+            &component.display().to_string(),
+            "--oci",
+            &reference,
+            "--insecure-registry",
+            &registry.address,
+        ]);
+        if with_password {
+            command
+                .env("RECONHOST_REGISTRY_USERNAME", REGISTRY_USER)
+                .env("RECONHOST_REGISTRY_PASSWORD", REGISTRY_PASSWORD);
+        }
+        command.output().expect("running reconhost plugin push")
+    };
+    assert!(
+        !push(false).status.success(),
+        "an anonymous push is refused"
+    );
+    let pushed = push(true);
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&pushed.stdout).trim(),
+        digest_of(&component),
+        "push prints the digest a ReconcilePlugin pins"
+    );
+
+    let _host = world
+        .host_with(
+            &[],
+            &[],
+            &[&format!("--insecure-registry={}", registry.address)],
+        )
+        .await;
+    let mut rp = world.reconcile_plugin(
+        GENERATOR_RP,
+        ["examples.reconhost.dev/v1alpha1", "ConfigMapGenerator"],
+        &digest_of(&component),
+        json!({"oci": {"reference": reference}}),
+    );
+    world.apply_plugin(&rp).await;
+    let refused = world
+        .plugin_status(GENERATOR_RP, "an anonymous pull refused", |rp| {
+            has(rp, "Fetched", "False", "FetchFailed")
+        })
+        .await;
+    assert!(
+        common::plugins::cond(&refused, "Fetched")
+            .2
+            .contains("authoriz"),
+        "the registry's refusal is named: {refused}"
+    );
+
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD
+        .encode(format!("{REGISTRY_USER}:{REGISTRY_PASSWORD}"));
+    let docker = json!({"auths": {registry.address.clone(): {"auth": auth}}}).to_string();
+    world
+        .create(
+            &world.api("", "v1", "Secret", "secrets"),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+                   "metadata": {"name": "pull"},
+                   "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(docker)}}),
+        )
+        .await;
+    rp["spec"]["source"]["oci"]["pullSecretRef"] = json!({"name": "pull"});
+    world.apply_plugin(&rp).await;
+    world.plugin_ready(GENERATOR_RP).await;
+    world
+        .create_generator("private", json!({"from": "a private registry"}))
+        .await;
+    world
+        .generated("private", json!({"from": "a private registry"}))
+        .await;
+
+    // The credentials served that ReconcilePlugin only: the same artifact without the secret
+    // is refused again, though the host pulled it a moment ago.
+    world.uninstall(GENERATOR_RP).await;
+    rp["spec"]["source"]["oci"]
+        .as_object_mut()
+        .unwrap()
+        .remove("pullSecretRef");
+    world.apply_plugin(&rp).await;
+    world
+        .plugin_status(GENERATOR_RP, "refused again without the secret", |rp| {
+            has(rp, "Fetched", "False", "FetchFailed")
+        })
+        .await;
+    world.uninstall(GENERATOR_RP).await;
+}

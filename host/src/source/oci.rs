@@ -30,33 +30,38 @@ pub const WASM_LAYER_TYPES: [&str; 3] = [
 /// The config media type `reconhost plugin push` writes (the CNCF layout's).
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 
-/// A registry client, shared by every plugin.
+/// How the host reaches registries. Every pull and push gets a client of its own: oci-client
+/// keeps the first credentials it is given for a registry, and tokens per repository, for the
+/// client's life, so a shared client would let one plugin's pull use another's credentials.
 #[derive(Clone)]
 pub struct Registry {
-    client: Client,
+    insecure: Vec<String>,
 }
 
 impl Registry {
-    /// A client that speaks HTTPS, except to the registries listed in `insecure` (plain HTTP).
+    /// Registries are reached over HTTPS, except those listed in `insecure` (plain HTTP).
     pub fn new(insecure: &[String]) -> Self {
-        let protocol = if insecure.is_empty() {
+        Self {
+            insecure: insecure.to_vec(),
+        }
+    }
+
+    fn client(&self) -> Client {
+        let protocol = if self.insecure.is_empty() {
             ClientProtocol::Https
         } else {
-            ClientProtocol::HttpsExcept(insecure.to_vec())
+            ClientProtocol::HttpsExcept(self.insecure.clone())
         };
-        let config = ClientConfig {
+        Client::new(ClientConfig {
             protocol,
             user_agent: concat!("reconhost/", env!("CARGO_PKG_VERSION")),
-            // One PUT per blob: a component is tens of MiB at most, so chunks would only add round
-            // trips.
+            // One PUT per blob: a component is tens of MiB at most, so chunks would only add
+            // round trips.
             use_monolithic_push: true,
             connect_timeout: Some(std::time::Duration::from_secs(10)),
             read_timeout: Some(std::time::Duration::from_secs(60)),
             ..ClientConfig::default()
-        };
-        Self {
-            client: Client::new(config),
-        }
+        })
     }
 
     /// The wasm layer of `reference` if it is `digest`, at most `max_bytes`.
@@ -72,8 +77,8 @@ impl Registry {
             what: what.clone(),
             reason: format!("not an image reference: {e}"),
         })?;
-        let (manifest, _) = self
-            .client
+        let client = self.client();
+        let (manifest, _) = client
             .pull_image_manifest(&image, auth)
             .await
             .map_err(|e| classify(&what, e))?;
@@ -127,7 +132,7 @@ impl Registry {
             });
         }
         let mut out = Capped::new(max_bytes);
-        self.client
+        client
             .pull_blob(&image, layer, &mut out)
             .await
             .map_err(|e| match e {
@@ -170,7 +175,7 @@ impl Registry {
             CONFIG_MEDIA_TYPE.to_owned(),
             None,
         );
-        self.client
+        self.client()
             .push(&image, &[layer], config, auth, None)
             .await
             .map_err(|e| classify(&what, e))?;

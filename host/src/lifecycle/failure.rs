@@ -1,0 +1,109 @@
+//! Why a plugin does not run, as the conditions of its ReconcilePlugin say it: the stage that
+//! failed, a CamelCase reason, and a message that says what to do.
+
+use crate::cache::DiscoveryError;
+use crate::controller::generation::same_kind;
+use crate::model::KindRef;
+use crate::runtime::LoadError;
+use crate::source::SourceError;
+use crate::supervisor::SupervisorError;
+
+/// The stage of loading a plugin that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Fetching or verifying the component (`Fetched=False`).
+    Fetch,
+    /// Compiling or describing it (`Compiled=False`).
+    Compile,
+    /// Starting it: kinds, conflicts, caches (`Ready=False`).
+    Start,
+}
+
+/// Why a plugin does not run (or its new version does not): the condition, its reason and a
+/// message that says what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Where it failed.
+    pub stage: Stage,
+    /// The condition reason, CamelCase.
+    pub reason: &'static str,
+    /// What happened.
+    pub message: String,
+    /// Waiting for a kind the API server does not serve yet.
+    pub waits_for_kind: bool,
+}
+
+impl Failure {
+    pub(super) fn new(stage: Stage, reason: &'static str, message: String) -> Self {
+        Self {
+            stage,
+            reason,
+            message,
+            waits_for_kind: false,
+        }
+    }
+
+    /// A source that could not deliver.
+    pub fn source(error: &SourceError) -> Self {
+        Self::new(Stage::Fetch, error.reason(), error.to_string())
+    }
+
+    /// A component that does not load.
+    pub fn load(error: &LoadError) -> Self {
+        let reason = match error {
+            LoadError::Read { .. } => {
+                return Self::new(Stage::Fetch, "SourceNotFound", error.to_string());
+            }
+            LoadError::Compile { .. } => "CompileFailed",
+            LoadError::UnsupportedContract { .. } => "UnsupportedContract",
+            LoadError::NotAReconciler { .. } => "NotAReconciler",
+            LoadError::Info { .. } => "InfoFailed",
+            LoadError::InvalidInfo { .. } => "InvalidInfo",
+            LoadError::Cache { .. } => "CacheFailed",
+        };
+        Self::new(Stage::Compile, reason, error.to_string())
+    }
+
+    /// A failure of the host itself.
+    pub fn host(message: String) -> Self {
+        Self::new(Stage::Start, "HostError", message)
+    }
+
+    pub(super) fn supervisor(error: &SupervisorError, parent: &KindRef) -> Self {
+        let reason = match error {
+            SupervisorError::KindTaken { .. } | SupervisorError::NameTaken { .. } => "Conflict",
+            SupervisorError::NameChanged { .. } | SupervisorError::ParentChanged { .. } => {
+                "UpgradeFailed"
+            }
+            SupervisorError::Discovery(d) => return Self::discovery(d, parent),
+            SupervisorError::NotSynced { .. } => "CachesNotSynced",
+        };
+        Self::new(Stage::Start, reason, error.to_string())
+    }
+
+    fn discovery(error: &DiscoveryError, parent: &KindRef) -> Self {
+        let (reason, message) = if !error.is_not_found() {
+            ("DiscoveryFailed", error.to_string())
+        } else if same_kind(&error.kind, parent) {
+            (
+                "ParentKindNotFound",
+                format!(
+                    "the API server does not serve the parent kind {} (is its CRD installed?); the plugin starts once it does",
+                    error.kind
+                ),
+            )
+        } else {
+            (
+                "KindNotFound",
+                format!(
+                    "the API server does not serve {}, which the plugin declares (is its CRD installed?); the plugin starts once it does",
+                    error.kind
+                ),
+            )
+        };
+        Self {
+            waits_for_kind: error.is_not_found(),
+            ..Self::new(Stage::Start, reason, message)
+        }
+    }
+}

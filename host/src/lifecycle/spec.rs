@@ -1,0 +1,107 @@
+//! What a ReconcilePlugin's spec means to the host: the fingerprint that decides when a new
+//! generation is due, and the runtime limits it asks for.
+
+use std::hash::{Hash as _, Hasher as _};
+
+use super::{Defaults, Failure, Stage};
+use crate::api::{self, ReconcilePlugin};
+use crate::runtime::Limits;
+
+/// What decides a generation: a change to any of it swaps the plugin.
+pub fn fingerprint(rp: &ReconcilePlugin) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    rp.spec.source.digest.hash(&mut hasher);
+    serde_json::to_string(&rp.spec.config)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    serde_json::to_string(&rp.spec.limits)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The runtime limits a ReconcilePlugin asks for, over the host's defaults.
+pub fn limits_of(rp: &ReconcilePlugin, defaults: &Defaults) -> Result<Limits, Failure> {
+    let mut limits = defaults.limits.clone();
+    let Some(spec) = &rp.spec.limits else {
+        return Ok(limits);
+    };
+    let bytes = |field: &str, text: &str| {
+        api::parse_quantity(text)
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(|| {
+                Failure::new(
+                    Stage::Start,
+                    "InvalidLimits",
+                    format!("spec.limits.{field} {text:?} is not a quantity of bytes"),
+                )
+            })
+    };
+    if let Some(timeout) = spec.call_timeout {
+        limits = limits.deadline(timeout.into());
+    }
+    if let Some(memory) = &spec.memory {
+        limits = limits.memory(bytes("memory", memory)?);
+    }
+    if let Some(response) = &spec.response_bytes {
+        limits = limits.response_bytes(bytes("responseBytes", response)?);
+    }
+    if let Some(children) = spec.children {
+        limits = limits.children(children as usize);
+    }
+    Ok(limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plugin(limits: serde_json::Value) -> ReconcilePlugin {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "reconhost.dev/v1alpha1", "kind": "ReconcilePlugin",
+            "metadata": {"name": "widget.example.com", "generation": 1},
+            "spec": {
+                "parent": {"apiVersion": "example.com/v1", "kind": "Widget"},
+                "source": {"digest": format!("sha256:{}", "a".repeat(64)),
+                           "configMap": {"namespace": "p", "name": "w"}},
+                "serviceAccountRef": {"namespace": "p", "name": "w"},
+                "limits": limits,
+            }
+        }))
+        .expect("a ReconcilePlugin")
+    }
+
+    #[test]
+    fn limits_should_override_only_what_is_set() {
+        let defaults = Defaults {
+            limits: Limits::default(),
+            concurrency: 4,
+        };
+        let limits = limits_of(
+            &plugin(serde_json::json!({"callTimeout": "250ms", "memory": "16Mi"})),
+            &defaults,
+        )
+        .unwrap();
+        assert_eq!(limits.deadline, std::time::Duration::from_millis(250));
+        assert_eq!(limits.memory, 16 << 20);
+        assert_eq!(limits.response_bytes, Limits::default().response_bytes);
+        let error =
+            limits_of(&plugin(serde_json::json!({"memory": "lots"})), &defaults).unwrap_err();
+        assert_eq!(error.reason, "InvalidLimits");
+    }
+
+    #[test]
+    fn fingerprint_should_change_with_code_config_or_limits_only() {
+        let a = plugin(serde_json::json!({}));
+        let mut b = a.clone();
+        b.spec.suspend = true;
+        b.spec.service_account_ref.name = "other".into();
+        assert_eq!(
+            fingerprint(&a),
+            fingerprint(&b),
+            "neither is a new generation"
+        );
+        b.spec.config = Some(serde_json::json!({"k": 1}));
+        assert_ne!(fingerprint(&a), fingerprint(&b));
+    }
+}
