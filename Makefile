@@ -10,6 +10,8 @@ RECONHOST := $(TARGET_DIR)/debug/reconhost
 
 PLUGIN_DIR := $(TARGET_DIR)/plugins
 export RECONHOST_PLUGIN_DIR := $(PLUGIN_DIR)
+# The checkout the harness installs CRDs from (a target directory may be shared by several).
+export RECONHOST_ROOT := $(CURDIR)
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver
 
 .PHONY: run test build plugins bench bench-converge bench-install tools k8s crds lint cluster-up cluster-down cluster-status check fmt clean

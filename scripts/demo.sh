@@ -20,16 +20,14 @@ for crd in deploy/crds/*.yaml plugins/examples/*/crd.yaml; do
 done
 kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
 
-# Each plugin acts as its own ServiceAccount in the plugins' namespace.
+# Each plugin acts as its own ServiceAccount in the plugins' namespace; --rbac creates it and
+# grants what the plugin declares it needs (reconhost plugin rbac shows that).
 kubectl create namespace reconhost-plugins --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-for plugin in webapp configmap-generator merged-config archiver; do
-  kubectl -n reconhost-plugins create serviceaccount "$plugin" --dry-run=client -o yaml |
-    kubectl apply -f - >/dev/null
-done
-"$RECONHOST" plugin install "$PLUGIN_DIR/webapp.wasm" \
+kubectl apply --server-side -f deploy/policies/ >/dev/null
+"$RECONHOST" plugin install "$PLUGIN_DIR/webapp.wasm" --rbac \
   --configmap reconhost-plugins/webapp --service-account reconhost-plugins/webapp
 for plugin in configmap-generator merged-config archiver; do
-  "$RECONHOST" plugin install "$PLUGIN_DIR/$plugin.wasm" \
+  "$RECONHOST" plugin install "$PLUGIN_DIR/$plugin.wasm" --rbac \
     --oci "$registry/plugins/$plugin:0.1.0" --insecure-registry "$registry" \
     --service-account "reconhost-plugins/$plugin"
 done

@@ -226,6 +226,11 @@ pub struct PluginLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10000))]
     pub children: Option<u32>,
+    /// How long a deleted parent waits for the plugin's cleanup before the host removes its
+    /// finalizer anyway (Go duration), 1 s to 24 h. Default 10 min.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1s') && duration(self) <= duration('24h')").message("finalizeTimeout must be between 1s and 24h"))]
+    pub finalize_timeout: Option<Duration>,
     /// Parents reconciled at once, 1 to 64. Default: the host's `--max-concurrent-reconciles`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
@@ -251,9 +256,20 @@ pub struct ReconcilePluginStatus {
     /// What the plugin declared it touches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared: Option<Declared>,
-    /// `Fetched`, `Compiled` and `Ready`.
+    /// What the plugin's ServiceAccount may not do of what the plugin needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<Authorization>,
+    /// `Fetched`, `Compiled`, `Authorized` and `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// The permissions a plugin needs and its ServiceAccount lacks.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct Authorization {
+    /// Each denied permission, e.g. `list secrets in all namespaces`.
+    #[serde(default)]
+    pub denied: Vec<String>,
 }
 
 /// A plugin's name and version.

@@ -19,5 +19,5 @@ pub mod store;
 pub use informer::{Change, Informer, Registration, ResolvedKind};
 pub use informers::{DiscoveryError, InformerRef, Informers};
 pub use object::{Cached, Meta, Owner};
-pub use reader::CacheReader;
+pub use reader::{CacheReader, CallReader, ReadGuard};
 pub use store::{GroupKind, ObjectKey, Store};

@@ -44,6 +44,22 @@ pub enum PluginCommand {
     Manifest(InstallArgs),
     /// Only upload the component to an OCI registry; print its digest.
     Push(PushArgs),
+    /// Print the ClusterRole and ClusterRoleBinding the plugin's ServiceAccount needs, from what
+    /// the plugin declares (resolved through the cluster's discovery).
+    Rbac(RbacArgs),
+}
+
+/// Arguments of `reconhost plugin rbac`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RbacArgs {
+    /// The plugin component (.wasm).
+    pub file: PathBuf,
+    /// The ServiceAccount the plugin acts as (`namespace/name`).
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub service_account: String,
+    /// Path to a kubeconfig. Default: $KUBECONFIG, ~/.kube/config, in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Where a plugin goes and how it is installed.
@@ -73,6 +89,10 @@ pub struct InstallArgs {
     /// with (for --oci).
     #[arg(long, requires = "oci")]
     pub pull_secret: Option<String>,
+    /// Also apply the ClusterRole and ClusterRoleBinding the plugin needs (`reconhost plugin
+    /// rbac`), and create the ServiceAccount if it is missing.
+    #[arg(long)]
+    pub rbac: bool,
     /// How to reach the registry.
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -161,6 +181,15 @@ pub struct RunArgs {
     /// Components compiled at once (compiling is CPU-bound and parallel already).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_compiles: u16,
+    /// Let plugins reconcile built-in kinds (ConfigMaps, Deployments, ...), not only custom
+    /// resources. A plugin for a built-in kind puts its finalizer and status on every such
+    /// object in the cluster.
+    #[arg(long)]
+    pub allow_builtin_parents: bool,
+    /// Let plugins put finalizers on their children. Nothing removes a finalizer a plugin
+    /// forgets, and the child (and a parent waiting on it) is never deleted.
+    #[arg(long)]
+    pub allow_child_finalizers: bool,
     /// How long a plugin's caches may take to hold their first list before its start fails
     /// (controller-runtime's CacheSyncTimeout). Go duration syntax.
     #[arg(long, default_value = "2m", value_parser = parse_period)]

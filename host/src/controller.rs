@@ -34,10 +34,10 @@ use tokio::sync::{Mutex, Semaphore};
 use tokio::task::JoinHandle;
 use tracing::{Instrument as _, info, warn};
 
-pub use self::generation::{Generation, Spec};
+pub use self::generation::{Generation, PrepareError, Spec};
 use self::queue::{Backoff, Priority, WorkQueue};
 use self::workers::{StopHandle, stop_signal};
-use crate::cache::{DiscoveryError, GroupKind, Informers, ObjectKey};
+use crate::cache::{GroupKind, Informers, ObjectKey};
 use crate::metrics::Metrics;
 
 /// What every controller of a host shares.
@@ -55,6 +55,10 @@ pub struct Context {
     pub sync_period: Duration,
     /// How long in-flight reconciles get to finish when a pool stops.
     pub grace: Duration,
+    /// The host's access reviews, for reads made as a plugin's ServiceAccount.
+    pub access: Arc<crate::identity::access::Access>,
+    /// Whether a plugin may reconcile a built-in kind (`--allow-builtin-parents`).
+    pub allow_builtin_parents: bool,
 }
 
 /// The controller of one parent kind.
@@ -138,15 +142,8 @@ impl Controller {
 
     /// Prepares a generation of `spec` on this controller's queue (see
     /// [`Generation::prepare`]); it serves nothing until swapped in.
-    pub async fn prepare(&self, spec: Spec) -> Result<Generation, DiscoveryError> {
-        Generation::prepare(
-            spec,
-            &self.ctx.informers,
-            self.ctx.client.clone(),
-            &self.ctx.metrics,
-            &self.queue,
-        )
-        .await
+    pub async fn prepare(&self, spec: Spec) -> Result<Generation, PrepareError> {
+        Generation::prepare(spec, &self.ctx, &self.queue).await
     }
 
     /// Makes `next` the serving generation. Its caches must have synced (the caller waits, so

@@ -22,6 +22,8 @@
 //! - [`lifecycle`]: the ReconcilePlugin controller (install, upgrade, suspend, uninstall).
 //! - [`api`]: the ReconcilePlugin resource's types; the CRD is generated from them.
 //! - [`source`]: fetching components from ConfigMaps and OCI registries, verified by digest.
+//! - [`identity`]: acting as each plugin's ServiceAccount (impersonated writes, authorized
+//!   reads, the RBAC a plugin needs).
 //! - [`controller`]: the control loop of one parent kind and its generations.
 //! - [`cache`]: the shared informers and their caches.
 //! - [`planner`]: desired versus observed gives actions (pure).
@@ -38,6 +40,7 @@ pub mod api;
 pub mod cache;
 pub mod cli;
 pub mod controller;
+pub mod identity;
 pub mod lifecycle;
 pub mod metrics;
 pub mod model;

@@ -43,10 +43,13 @@ use crate::cache::{DiscoveryError, InformerRef, Informers, ObjectKey, Registrati
 use crate::controller::queue::{Backoff, Priority, WorkQueue};
 use crate::controller::workers::{self, Next, Stop};
 use crate::controller::{Spec, generation::same_kind};
+use crate::identity::access::{ALLOWED_TTL, Access, DENIED_TTL, Question};
+use crate::identity::{Identity, rbac};
 use crate::metrics::Metrics;
 use crate::model::KindRef;
 use crate::runtime::{Limits, Plugin};
 use crate::supervisor::Supervisor;
+use k8s_openapi::api::core::v1::ServiceAccount;
 
 /// Backoff of failed installs.
 const BACKOFF: Backoff = Backoff {
@@ -56,6 +59,10 @@ const BACKOFF: Backoff = Backoff {
 
 /// How often a plugin waiting for a kind to be served looks again.
 const KIND_POLL: Duration = Duration::from_secs(10);
+
+/// How often a healthy ReconcilePlugin is looked at again, so its `Authorized` condition
+/// follows changes of RBAC (answers are cached for as long).
+const AUTHORIZATION_REFRESH: Duration = ALLOWED_TTL;
 
 /// ReconcilePlugins reconciled at once. Loading is bounded separately (by the compile pool).
 const WORKERS: usize = 4;
@@ -83,6 +90,7 @@ pub struct Defaults {
 pub struct Lifecycle {
     client: kube::Client,
     supervisor: Arc<Supervisor>,
+    access: Arc<Access>,
     loader: Loader,
     defaults: Defaults,
     /// Namespaced parents are released only here when the host watches one namespace.
@@ -115,6 +123,7 @@ impl Lifecycle {
         let queue = WorkQueue::new(metrics.queue("reconcileplugin"), BACKOFF);
         let lifecycle = Arc::new(Self {
             client: informers.client().clone(),
+            access: supervisor.context().access.clone(),
             supervisor,
             loader,
             defaults,
@@ -220,6 +229,17 @@ impl Lifecycle {
             return Next::Retry;
         }
 
+        let identity = Identity::new(
+            &rp.spec.service_account_ref.namespace,
+            &rp.spec.service_account_ref.name,
+        );
+        let account_exists = match self.account_exists(&identity).await {
+            Ok(exists) => exists,
+            Err(error) => {
+                warn!(plugin = name, %error, "looking up the ServiceAccount failed; retrying");
+                return Next::Retry;
+            }
+        };
         let fingerprint = fingerprint(&rp);
         let current = self
             .installed
@@ -228,14 +248,16 @@ impl Lifecycle {
             .get(name)
             .map(|i| (i.fingerprint, i.plugin.clone()));
         let failure = match current {
+            _ if !account_exists => Some(Failure::no_account(&identity.to_string())),
             Some((f, _)) if f == fingerprint => None,
             current => self
-                .install(name, &rp, fingerprint, current.map(|(_, p)| p))
+                .install(name, &rp, &identity, fingerprint, current.map(|(_, p)| p))
                 .await
                 .err(),
         };
         if let Some(controller) = self.supervisor.controller(name) {
-            if rp.spec.suspend {
+            // Without its ServiceAccount a plugin does not act, not even with old code.
+            if rp.spec.suspend || !account_exists {
                 controller.suspend().await;
             } else {
                 controller.resume().await;
@@ -248,8 +270,7 @@ impl Lifecycle {
             .get(name)
             .map(|i| (i.plugin.clone(), i.obtained));
         let state = match (&failure, &serving) {
-            (Some(_), None) => "failed",
-            (Some(_), Some(_)) => "failed",
+            (Some(_), _) => "failed",
             (None, Some(_)) if rp.spec.suspend => "suspended",
             (None, Some(_)) => "ready",
             (None, None) => "loading",
@@ -258,13 +279,33 @@ impl Lifecycle {
             .lock()
             .expect("lifecycle lock poisoned")
             .insert(name.to_owned(), state);
-        let wanted = status::compose(&rp, &object, serving.as_ref(), failure.as_ref());
+        let authorized = if !account_exists {
+            status::Authorized::NoServiceAccount(Failure::no_account(&identity.to_string()).message)
+        } else if serving.is_some() {
+            status::Authorized::Denied(self.denied(name, &identity).await)
+        } else {
+            status::Authorized::Unknown
+        };
+        let wanted = status::compose(
+            &rp,
+            &object,
+            serving.as_ref(),
+            failure.as_ref(),
+            &authorized,
+        );
         if let Err(error) = self.write_status(name, &object, &wanted).await {
             warn!(plugin = name, %error, "writing the ReconcilePlugin status failed; retrying");
             return Next::Retry;
         }
         match failure {
-            None => Next::Done,
+            // Looked at again so the Authorized condition follows grants and revocations.
+            None => match authorized {
+                // Just past the denials' lifetime, so the next look asks again.
+                status::Authorized::Denied(denied) if !denied.is_empty() => {
+                    Next::RequeueAfter(DENIED_TTL + Duration::from_secs(1))
+                }
+                _ => Next::RequeueAfter(AUTHORIZATION_REFRESH),
+            },
             Some(f) => {
                 if f.reason == "Conflict" {
                     self.conflicts
@@ -274,7 +315,9 @@ impl Lifecycle {
                 }
                 warn!(plugin = name, reason = f.reason, error = %f.message,
                       serving = serving.is_some(), "plugin not installed");
-                if f.waits_for_kind {
+                // Waiting for something to appear (a CRD, a ServiceAccount): looked at again
+                // every 10 s rather than with a growing backoff.
+                if f.waits_for_kind || f.stage == Stage::Account {
                     Next::RequeueAfter(KIND_POLL)
                 } else {
                     Next::Retry
@@ -283,11 +326,37 @@ impl Lifecycle {
         }
     }
 
+    async fn account_exists(&self, identity: &Identity) -> Result<bool, kube::Error> {
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &identity.namespace);
+        Ok(api.get_metadata_opt(&identity.name).await?.is_some())
+    }
+
+    /// What of what the serving plugin needs its ServiceAccount may not do (answers cached).
+    async fn denied(&self, name: &str, identity: &Identity) -> Vec<Question> {
+        let Some(generation) = self.supervisor.controller(name).and_then(|c| c.current()) else {
+            return Vec::new();
+        };
+        let (parent, children, reads) = generation.kinds();
+        let mut denied = Vec::new();
+        let rules = rbac::rules(&parent, &children, &reads);
+        for question in rbac::questions(&rules, self.namespace.as_deref()) {
+            match self.access.check(identity, &question).await {
+                Ok(d) if d.allowed => {}
+                Ok(_) => denied.push(question),
+                Err(error) => {
+                    warn!(plugin = name, %error, %question, "asking whether the plugin may failed");
+                }
+            }
+        }
+        denied
+    }
+
     /// Loads the spec's component and makes it serve.
     async fn install(
         &self,
         name: &str,
         rp: &ReconcilePlugin,
+        identity: &Identity,
         fingerprint: u64,
         current: Option<Plugin>,
     ) -> Result<(), Failure> {
@@ -334,6 +403,7 @@ impl Lifecycle {
                 .as_ref()
                 .and_then(|l| l.concurrent_reconciles)
                 .map_or(self.defaults.concurrency, usize::from),
+            identity: Some(identity.clone()),
         };
         self.supervisor
             .apply(name, spec)

@@ -50,6 +50,31 @@ pub fn group_of(api_version: &str) -> &str {
     api_version.split_once('/').map_or("", |(group, _)| group)
 }
 
+/// Text a plugin supplied, made safe for logs, events and conditions: control characters
+/// (newlines, carriage returns, terminal escapes) are written as escapes, so no plugin can
+/// forge a log line or repaint a terminal, and the text is cut at `max_bytes` (on a character
+/// boundary) with a note of how much was cut.
+pub fn printable(text: &str, max_bytes: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_bytes));
+    let mut cut = 0;
+    for (i, c) in text.char_indices() {
+        let piece: std::borrow::Cow<'_, str> = if c.is_control() {
+            c.escape_default().to_string().into()
+        } else {
+            c.encode_utf8(&mut [0; 4]).to_owned().into()
+        };
+        if out.len() + piece.len() > max_bytes {
+            cut = text.len() - i;
+            break;
+        }
+        out.push_str(&piece);
+    }
+    if cut > 0 {
+        out.push_str(&format!("… ({cut} more bytes)"));
+    }
+    out
+}
+
 /// The current time as Kubernetes writes it in conditions (RFC 3339, whole seconds).
 pub fn now() -> String {
     let now = jiff::Timestamp::now();
@@ -219,5 +244,20 @@ pub fn object_ref(object: &Value) -> String {
     match meta["namespace"].as_str() {
         Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
         _ => name.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_should_escape_control_characters_and_cut_long_text() {
+        assert_eq!(printable("ok", 10), "ok");
+        assert_eq!(
+            printable("line\n{\"level\":\"ERROR\"}\u{1b}[31m", 100),
+            "line\\n{\"level\":\"ERROR\"}\\u{1b}[31m"
+        );
+        assert_eq!(printable("ééé", 4), "éé… (2 more bytes)");
     }
 }

@@ -17,10 +17,13 @@ use crate::api::{
     Compression, ConfigMapSource, LocalObjectRef, OciSource, ParentRef, ReconcilePlugin,
     ReconcilePluginSpec, ServiceAccountRef, Source, plugin_resource_name,
 };
+use crate::cache::informers::resolve;
 use crate::cli::{InstallArgs, PluginCommand, PushArgs, RegistryArgs};
+use crate::identity::Identity;
 use crate::runtime::{Limits, Plugin, Runtime, RuntimeConfig, sha256_hex};
 use crate::source::configmap::{CONFIGMAP_LIMIT, USE_OCI, gzip};
 use crate::source::oci::Registry;
+use k8s_openapi::api::core::v1::ServiceAccount;
 
 /// The field manager of what the CLI applies.
 const CLI_FIELD_MANAGER: &str = "reconhost-cli";
@@ -52,7 +55,52 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<String> {
             Ok(out)
         }
         PluginCommand::Install(args) => install(&args).await,
+        PluginCommand::Rbac(args) => {
+            let client = crate::run::client(args.kubeconfig.as_deref()).await?;
+            let bytes = std::fs::read(&args.file)
+                .with_context(|| format!("reading plugin {}", args.file.display()))?;
+            let plugin = load(&args.file, bytes).await?;
+            let account = split_ref(&args.service_account, "--service-account")?;
+            let objects = rbac(&client, &plugin, &Identity::new(account.0, account.1)).await?;
+            let mut out = String::new();
+            for object in objects {
+                out.push_str("---\n");
+                out.push_str(&serde_saphyr::to_string(&object)?);
+            }
+            Ok(out)
+        }
     }
+}
+
+/// The ClusterRole and binding `plugin` needs, its kinds resolved through `client`'s discovery.
+async fn rbac(
+    client: &kube::Client,
+    plugin: &Plugin,
+    who: &Identity,
+) -> anyhow::Result<Vec<Value>> {
+    let info = plugin.info();
+    let resolve = |kind: &crate::model::KindRef| {
+        let kind = kind.clone();
+        async move {
+            resolve(client, &kind).await.with_context(|| {
+                format!("the API server does not serve {kind}, which the plugin declares: install its CRD first")
+            })
+        }
+    };
+    let parent = resolve(&info.parent).await?;
+    let mut children = Vec::new();
+    for kind in &info.children {
+        children.push(resolve(kind).await?);
+    }
+    let mut reads = Vec::new();
+    for kind in &info.reads {
+        reads.push(resolve(kind).await?);
+    }
+    Ok(crate::identity::rbac::manifests(
+        &info.name,
+        who,
+        &crate::identity::rbac::rules(&parent, &children, &reads),
+    ))
 }
 
 /// What `install` applies.
@@ -174,6 +222,37 @@ async fn install(args: &InstallArgs) -> anyhow::Result<String> {
     }
     let client = crate::run::client(args.kubeconfig.as_deref()).await?;
     let params = PatchParams::apply(CLI_FIELD_MANAGER).force();
+    if args.rbac {
+        let who = Identity::new(
+            &planned.plugin.spec.service_account_ref.namespace,
+            &planned.plugin.spec.service_account_ref.name,
+        );
+        let bytes = planned.bytes.clone();
+        let plugin = load(&args.file, bytes).await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &who.namespace);
+        let account = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": who.name, "namespace": who.namespace}});
+        accounts
+            .patch(&who.name, &params, &Patch::Apply(&account))
+            .await
+            .with_context(|| format!("applying ServiceAccount {who}"))?;
+        for object in rbac(&client, &plugin, &who).await? {
+            let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let resource = kube::core::ApiResource::from_gvk_with_plural(
+                &kube::core::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", &kind),
+                &format!("{}s", kind.to_lowercase()),
+            );
+            let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
+            api.patch(&name, &params, &Patch::Apply(&object))
+                .await
+                .with_context(|| format!("applying {kind} {name}"))?;
+            out.push_str(&format!("{}/{name} applied\n", kind.to_lowercase()));
+        }
+    }
     if let Some(cm) = &planned.config_map {
         let namespace = cm.metadata.namespace.as_deref().unwrap_or_default();
         let name = cm.metadata.name.as_deref().unwrap_or_default();

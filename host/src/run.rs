@@ -32,6 +32,7 @@ use crate::cache::Informers;
 use crate::cli::RunArgs;
 use crate::controller::workers::stop_signal;
 use crate::controller::{Context, Spec};
+use crate::identity::access::Access;
 use crate::lifecycle::load::Loader;
 use crate::lifecycle::{Defaults, Lifecycle};
 use crate::metrics::Metrics;
@@ -62,6 +63,8 @@ pub async fn run(
         global: Arc::new(Semaphore::new(usize::from(args.max_total_reconciles))),
         sync_period: args.sync_period,
         grace,
+        access: Arc::new(Access::new(client.clone())),
+        allow_builtin_parents: args.allow_builtin_parents,
     };
     let supervisor = Arc::new(Supervisor::new(ctx, args.cache_sync_timeout));
     let concurrency = usize::from(args.max_concurrent_reconciles);
@@ -88,7 +91,7 @@ pub async fn run(
             metrics.clone(),
         );
         let defaults = Defaults {
-            limits: Limits::default(),
+            limits: Limits::default().child_finalizers(args.allow_child_finalizers),
             concurrency,
         };
         let (supervisor, ready) = (supervisor.clone(), ready.clone());
@@ -106,12 +109,15 @@ pub async fn run(
         }));
         info!("host running; plugins come from ReconcilePlugin resources");
     } else {
+        let static_limits = Limits::default().child_finalizers(args.allow_child_finalizers);
         for path in &args.plugins {
-            let plugin = load_file(&runtime, path).await?;
+            let plugin = load_file(&runtime, path, static_limits.clone()).await?;
+            // The static mode is the operator's own list: its plugins act as the host.
             let spec = Spec {
                 plugin,
                 config: serde_json::json!({}),
                 concurrency,
+                identity: None,
             };
             supervisor
                 .apply(&owner_of(path), spec)
@@ -131,7 +137,7 @@ pub async fn run(
                     owner_of(path),
                     runtime.clone(),
                     supervisor.clone(),
-                    concurrency,
+                    (concurrency, static_limits.clone()),
                     lifecycle_stop.clone(),
                 )));
             }
@@ -189,17 +195,12 @@ fn owner_of(path: &Path) -> String {
 }
 
 /// Reads and loads a plugin file on a blocking thread.
-pub async fn load_file(runtime: &Runtime, path: &Path) -> anyhow::Result<Plugin> {
+pub async fn load_file(runtime: &Runtime, path: &Path, limits: Limits) -> anyhow::Result<Plugin> {
     let (runtime, path): (Runtime, PathBuf) = (runtime.clone(), path.to_owned());
     tokio::task::spawn_blocking(move || {
         let bytes =
             std::fs::read(&path).with_context(|| format!("reading plugin {}", path.display()))?;
-        let plugin = Plugin::load(
-            &runtime,
-            &path.display().to_string(),
-            &bytes,
-            Limits::default(),
-        )?;
+        let plugin = Plugin::load(&runtime, &path.display().to_string(), &bytes, limits)?;
         let info = plugin.info();
         info!(plugin = %info.name, version = %info.version, parent = %info.parent,
               provenance = ?plugin.provenance(), "plugin loaded");

@@ -19,4 +19,4 @@ pub use engine::{EPOCH_TICK, EngineError, Runtime, RuntimeConfig};
 pub use error::{CallError, CallErrorKind, LoadError};
 pub use limits::Limits;
 pub use plugin::{Outcome, Plugin, SUPPORTED_CONTRACTS};
-pub use reads::{NoObjects, ObjectReader, Read, StaticObjects};
+pub use reads::{NoObjects, ObjectReader, Read, Refused, StaticObjects};

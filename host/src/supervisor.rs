@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use tracing::info;
 
-use crate::cache::{DiscoveryError, GroupKind};
-use crate::controller::{Context, Controller, Spec, short};
+use crate::cache::GroupKind;
+use crate::controller::{Context, Controller, PrepareError, Spec, short};
 use crate::model::KindRef;
 
 /// Why the supervisor refused or could not complete an install.
@@ -63,9 +63,18 @@ pub enum SupervisorError {
         /// The new version's.
         to: GroupKind,
     },
-    /// A kind the plugin uses is not served by the API server.
+    /// The generation could not be prepared (a kind not served, a rule of the host broken).
     #[error(transparent)]
-    Discovery(#[from] DiscoveryError),
+    Prepare(#[from] PrepareError),
+    /// The plugin's children would be parents of its own parent kind, through other plugins.
+    #[error(
+        "the plugin's children would come back to it as parents: {}; the host would reconcile its own output without end",
+        cycle.iter().map(ToString::to_string).collect::<Vec<_>>().join(" → ")
+    )]
+    Cycle {
+        /// The kinds along the cycle, starting and ending at the parent kind.
+        cycle: Vec<GroupKind>,
+    },
     /// The plugin's caches did not hold their first list in time.
     #[error("the caches of {} did not sync within {} s (can the host list and watch them?)", kinds.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), after.as_secs())]
     NotSynced {
@@ -92,6 +101,8 @@ pub enum Applied {
 pub struct Supervisor {
     ctx: Context,
     entries: Mutex<HashMap<String, Arc<Controller>>>,
+    /// The child kinds each owner's plugin creates, for the cycle check.
+    edges: Mutex<HashMap<String, (GroupKind, Vec<GroupKind>)>>,
     sync_timeout: Duration,
 }
 
@@ -102,6 +113,7 @@ impl Supervisor {
         Self {
             ctx,
             entries: Mutex::new(HashMap::new()),
+            edges: Mutex::new(HashMap::new()),
             sync_timeout,
         }
     }
@@ -116,6 +128,11 @@ impl Supervisor {
         let start = Instant::now();
         let info = spec.plugin.info().clone();
         let parent = GroupKind::from(&info.parent);
+        let children: Vec<GroupKind> = info.children.iter().map(GroupKind::from).collect();
+        if let Some(cycle) = self.cycle(owner, &parent, &children) {
+            self.ctx.metrics.swaps().failed.inc();
+            return Err(SupervisorError::Cycle { cycle });
+        }
         let (controller, fresh) = self.claim(owner, &info.name, &parent)?;
         let result = self.prepare_and_swap(&controller, spec).await;
         let swaps = self.ctx.metrics.swaps();
@@ -137,6 +154,10 @@ impl Supervisor {
                         Applied::Installed
                     }
                 };
+                self.edges
+                    .lock()
+                    .expect("supervisor lock poisoned")
+                    .insert(owner.to_owned(), (parent.clone(), children));
                 info!(%owner, plugin = %info.name, version = %info.version, %parent, %digest,
                       result = ?applied, ms = start.elapsed().as_millis() as u64, "plugin serving");
                 Ok(applied)
@@ -216,6 +237,45 @@ impl Supervisor {
         Ok(controller.swap(generation).await)
     }
 
+    /// The cycle the plugin of `owner` would close, if any: following "a plugin of kind K
+    /// creates children of kind C, which another plugin reconciles as parents" from the
+    /// plugin's children back to its own parent kind.
+    fn cycle(
+        &self,
+        owner: &str,
+        parent: &GroupKind,
+        children: &[GroupKind],
+    ) -> Option<Vec<GroupKind>> {
+        let edges = self.edges.lock().expect("supervisor lock poisoned");
+        let mut graph: HashMap<&GroupKind, &[GroupKind]> = edges
+            .iter()
+            .filter(|(o, _)| *o != owner)
+            .map(|(_, (p, c))| (p, c.as_slice()))
+            .collect();
+        graph.insert(parent, children);
+        // Depth-first from the parent; the path found back to it is the cycle.
+        let mut path = vec![parent.clone()];
+        let mut seen = std::collections::HashSet::new();
+        fn walk(
+            graph: &HashMap<&GroupKind, &[GroupKind]>,
+            target: &GroupKind,
+            path: &mut Vec<GroupKind>,
+            seen: &mut std::collections::HashSet<GroupKind>,
+        ) -> bool {
+            let from = path.last().expect("the path starts at the parent").clone();
+            for next in graph.get(&from).copied().unwrap_or_default() {
+                path.push(next.clone());
+                if next == target || (seen.insert(next.clone()) && walk(graph, target, path, seen))
+                {
+                    return true;
+                }
+                path.pop();
+            }
+            false
+        }
+        walk(&graph, parent, &mut path, &mut seen).then_some(path)
+    }
+
     /// The controller `owner` runs.
     pub fn controller(&self, owner: &str) -> Option<Arc<Controller>> {
         self.entries
@@ -229,6 +289,10 @@ impl Supervisor {
     pub async fn remove(&self, owner: &str) -> bool {
         let removed = self
             .entries
+            .lock()
+            .expect("supervisor lock poisoned")
+            .remove(owner);
+        self.edges
             .lock()
             .expect("supervisor lock poisoned")
             .remove(owner);
@@ -273,5 +337,101 @@ impl Supervisor {
             .iter()
             .find(|(_, c)| *c.parent() == parent)
             .map(|(o, _)| o.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Informers;
+    use crate::metrics::Metrics;
+
+    /// A supervisor whose client points nowhere: claiming never talks to the API server.
+    fn supervisor() -> Supervisor {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        let client = kube::Client::try_from(config).expect("a client");
+        let ctx = Context {
+            informers: Informers::new(client.clone(), None),
+            client: client.clone(),
+            metrics: Metrics::new(),
+            global: Arc::new(tokio::sync::Semaphore::new(1)),
+            sync_period: Duration::ZERO,
+            grace: Duration::from_secs(1),
+            access: Arc::new(crate::identity::access::Access::new(client.clone())),
+            allow_builtin_parents: false,
+        };
+        Supervisor::new(ctx, Duration::from_secs(1))
+    }
+
+    fn kind(kind: &str) -> GroupKind {
+        GroupKind::of("example.com/v1", kind)
+    }
+
+    #[tokio::test]
+    async fn claims_should_keep_kinds_and_names_unique_and_names_fixed() {
+        let s = supervisor();
+        let (_, fresh) = s.claim("a", "widget", &kind("Widget")).unwrap();
+        assert!(fresh);
+        let (_, fresh) = s.claim("a", "widget", &kind("Widget")).unwrap();
+        assert!(!fresh, "the owner's own controller again");
+        assert!(matches!(
+            s.claim("b", "other", &kind("Widget")),
+            Err(SupervisorError::KindTaken { other, .. }) if other == "a"
+        ));
+        assert!(matches!(
+            s.claim("b", "widget", &kind("Gadget")),
+            Err(SupervisorError::NameTaken { other, .. }) if other == "a"
+        ));
+        assert!(matches!(
+            s.claim("a", "renamed", &kind("Widget")),
+            Err(SupervisorError::NameChanged { .. })
+        ));
+        assert!(matches!(
+            s.claim("a", "widget", &kind("Gadget")),
+            Err(SupervisorError::ParentChanged { .. })
+        ));
+        assert!(
+            s.claim("b", "gadget", &kind("Gadget")).is_ok(),
+            "another kind and name"
+        );
+        assert_eq!(s.len(), 2);
+        assert!(s.remove("a").await);
+        assert!(
+            s.claim("c", "widget", &kind("Widget")).is_ok(),
+            "free again once removed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_plugin_whose_children_come_back_as_its_parents_should_be_found() {
+        let s = supervisor();
+        s.edges.lock().unwrap().insert(
+            "a".into(),
+            (kind("App"), vec![kind("Database"), kind("Secret")]),
+        );
+        s.edges
+            .lock()
+            .unwrap()
+            .insert("b".into(), (kind("Database"), vec![kind("Volume")]));
+        assert_eq!(
+            s.cycle("c", &kind("Volume"), &[kind("Backup")]),
+            None,
+            "no way back"
+        );
+        assert_eq!(
+            s.cycle("c", &kind("Volume"), &[kind("App")]),
+            Some(vec![
+                kind("Volume"),
+                kind("App"),
+                kind("Database"),
+                kind("Volume")
+            ])
+        );
+        assert_eq!(
+            s.cycle("a", &kind("App"), &[kind("Secret")]),
+            None,
+            "the owner's own old edges do not count against its upgrade"
+        );
+        assert!(s.cycle("d", &kind("Gadget"), &[kind("Gadget")]).is_some());
     }
 }

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use crate::controller::Spec;
 use crate::controller::workers::Stop;
-use crate::runtime::{Runtime, sha256_hex};
+use crate::runtime::{Limits, Runtime, sha256_hex};
 use crate::supervisor::Supervisor;
 
 /// How often the file is looked at.
@@ -24,7 +24,7 @@ pub async fn reload_on_change(
     owner: String,
     runtime: Runtime,
     supervisor: Arc<Supervisor>,
-    concurrency: usize,
+    (concurrency, limits): (usize, Limits),
     mut stop: Stop,
 ) {
     let mut seen = stamp(&path);
@@ -47,7 +47,7 @@ pub async fn reload_on_change(
             continue;
         }
         info!(file = %path.display(), digest = %&new[..12], "plugin file changed; reloading");
-        let loaded = match crate::run::load_file(&runtime, &path).await {
+        let loaded = match crate::run::load_file(&runtime, &path, limits.clone()).await {
             Ok(plugin) => plugin,
             Err(error) => {
                 warn!(file = %path.display(), error = format!("{error:#}"), "the new plugin does not load; the running version keeps serving");
@@ -58,6 +58,7 @@ pub async fn reload_on_change(
             plugin: loaded,
             config: serde_json::json!({}),
             concurrency,
+            identity: None,
         };
         match supervisor.apply(&owner, spec).await {
             Ok(applied) => {

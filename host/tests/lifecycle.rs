@@ -804,3 +804,60 @@ async fn config_and_limits_should_change_like_an_upgrade() {
     );
     world.uninstall(STAMP_RP).await;
 }
+
+#[tokio::test]
+async fn components_the_host_cannot_take_should_say_why() {
+    let world = World::new("rp-refuse").await;
+    let _suite = exclusive(&world.client).await;
+    world.service_account("plugin").await;
+    let garbage = std::env::temp_dir().join(format!("reconhost-{}-garbage.wasm", world.namespace));
+    std::fs::write(&garbage, b"\0asm but not really a component").unwrap();
+    world.plugin_config_map("garbage", &garbage).await;
+    world
+        .plugin_config_map("future", &plugin("runtime-future-contract"))
+        .await;
+    world.plugin_config_map("webapp", &plugin("webapp")).await;
+    // webapp.wasm is about 1 MB: over this host's limit.
+    let _host = world
+        .host_with(&[], &[], &["--max-plugin-bytes=65536"])
+        .await;
+    let cases = [
+        (
+            "garbage",
+            &garbage,
+            "Compiled",
+            "CompileFailed",
+            "compiling plugin",
+        ),
+        (
+            "future",
+            &plugin("runtime-future-contract"),
+            "Compiled",
+            "UnsupportedContract",
+            "which this host does not implement",
+        ),
+        (
+            "webapp",
+            &plugin("webapp"),
+            "Fetched",
+            "TooLarge",
+            "larger than 65536 bytes",
+        ),
+    ];
+    for (cm, component, type_, reason, message) in cases {
+        world
+            .apply_plugin(&world.reconcile_plugin(
+                STAMP_RP,
+                STAMP,
+                &digest_of(component),
+                world.config_map_source(cm),
+            ))
+            .await;
+        let rp = world
+            .plugin_status(STAMP_RP, reason, |rp| has(rp, type_, "False", reason))
+            .await;
+        assert!(cond(&rp, type_).2.contains(message), "{cm}: {rp}");
+        assert!(has(&rp, "Ready", "False", reason), "nothing serves: {rp}");
+    }
+    world.uninstall(STAMP_RP).await;
+}

@@ -441,3 +441,141 @@ fn plugin_should_reach_no_environment_filesystem_or_network() {
         );
     }
 }
+
+fn widget_with(spec: serde_json::Value) -> ReconcileRequest {
+    let mut request = widget("w");
+    request.parent["spec"] = spec;
+    request
+}
+
+#[test]
+fn side_effects_past_the_hosts_bounds_should_fail_the_call_with_the_rule() {
+    let plugin = load("runtime-side-effects", Limits::default());
+    let cases = [
+        ("events", "events", "11 events, more than 10"),
+        ("conditions", "conditions", "17 conditions, more than 16"),
+        ("status", "status", "more than 262144"),
+        (
+            "synced",
+            "conditions[0].type",
+            "Synced is the host's condition",
+        ),
+        (
+            "metadata",
+            "children[0].metadata.resourceVersion",
+            "set by the API server",
+        ),
+        (
+            "finalizer",
+            "children[0].metadata.finalizers",
+            "--allow-child-finalizers",
+        ),
+    ];
+    for (mode, path, reason) in cases {
+        let err = call(&plugin, &widget_with(json!({"mode": mode}))).expect_err(mode);
+        assert!(
+            matches!(&err, CallErrorKind::InvalidResponse { path: p, reason: r } if p == path && r.contains(reason)),
+            "{mode}: {err}"
+        );
+    }
+    // Allowed by the operator, a child finalizer passes.
+    let allowed = load(
+        "runtime-side-effects",
+        Limits::default().child_finalizers(true),
+    );
+    call(&allowed, &widget_with(json!({"mode": "finalizer"}))).expect("allowed");
+    assert_runtime_healthy();
+}
+
+#[test]
+fn plugin_text_should_be_escaped_and_cut_and_requeue_after_floored() {
+    let plugin = load("runtime-side-effects", Limits::default());
+    let outcome = call(&plugin, &widget_with(json!({"mode": "message"}))).expect("a message");
+    let event = &outcome.desired.events[0].message;
+    assert!(
+        event.starts_with("line\\n{\"level\":\"ERROR\"}\\u{1b}[2J"),
+        "{event}"
+    );
+    assert!(
+        !event.contains('\n') && !event.contains('\u{1b}'),
+        "{event}"
+    );
+    assert!(
+        event.len() <= 1000 + 32,
+        "cut to the event limit: {} bytes",
+        event.len()
+    );
+    let condition = &outcome.desired.conditions[0].message;
+    assert!(
+        condition.len() <= 4096 + 32 && condition.ends_with("more bytes)"),
+        "{condition}"
+    );
+    let outcome = call(&plugin, &widget_with(json!({"mode": "requeue"}))).expect("a requeue");
+    assert_eq!(
+        outcome.desired.requeue_after,
+        Some(Duration::from_secs(1)),
+        "1 ms is raised to the floor"
+    );
+}
+
+#[test]
+fn reading_more_often_than_a_call_may_should_hit_the_read_limit() {
+    let err = contained("runtime-read-flood", Limits::default());
+    assert!(
+        matches!(&err, CallErrorKind::ReadLimit { what } if what.contains("1000 get and list calls")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_plugin_that_is_its_own_child_should_not_load() {
+    let err = Plugin::load(
+        runtime(),
+        "runtime-self-child",
+        &wasm("runtime-self-child"),
+        Limits::default(),
+    )
+    .err()
+    .expect("refused");
+    assert!(
+        matches!(&err, LoadError::InvalidInfo { field: "children", reason, .. } if reason.contains("own parent kind")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_log_line_a_plugin_writes_should_not_forge_another() {
+    use std::io::Write;
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let plugin = load("runtime-forged-log", Limits::default());
+    tracing::subscriber::with_default(subscriber, || {
+        call(&plugin, &widget("w")).expect("a call that logs");
+    });
+    let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("forged")).collect();
+    assert_eq!(lines.len(), 1, "one line, not two: {text}");
+    assert!(
+        lines[0].contains("ok\\n{"),
+        "the newline is escaped: {text}"
+    );
+    assert!(
+        !text.contains('\u{1b}'),
+        "no terminal escape reaches the log: {text:?}"
+    );
+}

@@ -14,7 +14,12 @@ use crate::Error;
 /// The repository's CRD files: the host's own (`deploy/crds/*.yaml`), the examples'
 /// (`plugins/examples/*/crd.yaml`) and the test plugins' (`tests/crds/*.yaml`).
 pub fn bundled() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // The checkout to read them from: `RECONHOST_ROOT` (the Makefile sets it), else the one this
+    // binary was built from. A binary built by another checkout that shares the target
+    // directory would otherwise install that checkout's CRDs.
+    let root = std::env::var_os("RECONHOST_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
     let mut files = Vec::new();
     let mut add = |dir: PathBuf, pick: &dyn Fn(&Path) -> Option<PathBuf>| {
         if let Ok(entries) = std::fs::read_dir(&dir) {

@@ -18,7 +18,7 @@ pub struct HostOptions {
     pub binary: PathBuf,
     /// The kubeconfig of the control plane.
     pub kubeconfig: PathBuf,
-    /// The only namespace it watches.
+    /// The only namespace it watches; empty for all of them.
     pub namespace: String,
     /// Plugin components.
     pub plugins: Vec<PathBuf>,
@@ -45,10 +45,12 @@ impl Host {
             "--log-format=json".to_owned(),
             "run".to_owned(),
             format!("--kubeconfig={}", options.kubeconfig.display()),
-            format!("--namespace={}", options.namespace),
             format!("--metrics-bind-address=127.0.0.1:{metrics}"),
             format!("--health-probe-bind-address=127.0.0.1:{probes}"),
         ];
+        if !options.namespace.is_empty() {
+            args.push(format!("--namespace={}", options.namespace));
+        }
         args.extend(
             options
                 .plugins

@@ -1,46 +1,181 @@
-//! Answers a plugin's `get` and `list` from the informers of the kinds it declared.
+//! Answers a plugin's `get` and `list` from the informers of the kinds it declared, and only
+//! where its ServiceAccount could read through the API server.
+//!
+//! The caches are filled with the host's rights, which are wider than any plugin's; a
+//! [`ReadGuard`] makes each read ask what the plugin's own identity may do ([`Access`], answers
+//! cached between calls). A read no answer is known for yet is refused, noted, and asked after
+//! the call, and the parent is reconciled again once the answer is in: a call runs under a
+//! deadline and never waits on the network.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::informer::Informer;
 use super::store::GroupKind;
+use crate::identity::Identity;
+use crate::identity::access::{Access, Question};
 use crate::model::KindRef;
-use crate::runtime::ObjectReader;
+use crate::runtime::{ObjectReader, Refused};
 use crate::selector::Selector;
 
 /// A plugin's view of the caches: only the kinds it declared it reads.
 pub struct CacheReader {
     stores: HashMap<GroupKind, Arc<Informer>>,
+    guard: Option<ReadGuard>,
+}
+
+/// Whose reads these are, and where the answers come from.
+#[derive(Clone)]
+pub struct ReadGuard {
+    /// The plugin's ServiceAccount.
+    pub identity: Identity,
+    /// The host's access reviews.
+    pub access: Arc<Access>,
 }
 
 impl CacheReader {
-    /// A reader over these informers.
-    pub fn new(informers: impl IntoIterator<Item = Arc<Informer>>) -> Self {
+    /// A reader over these informers; with a guard, limited to what the identity may read.
+    pub fn new(
+        informers: impl IntoIterator<Item = Arc<Informer>>,
+        guard: Option<ReadGuard>,
+    ) -> Self {
         Self {
             stores: informers.into_iter().map(|i| (i.group_kind(), i)).collect(),
+            guard,
+        }
+    }
+
+    /// The guard, if reads are limited to an identity.
+    pub fn guard(&self) -> Option<&ReadGuard> {
+        self.guard.as_ref()
+    }
+
+    /// Asks, before a call, what the identity may read in `namespace` (every read kind, `get`
+    /// and `list`), so the call finds the answers cached. Failures to ask are left for the
+    /// call to meet as unknown.
+    pub async fn warm(&self, namespace: &str) {
+        let Some(guard) = &self.guard else {
+            return;
+        };
+        for informer in self.stores.values() {
+            let resource = &informer.kind().resource;
+            let namespace = if informer.kind().namespaced {
+                namespace
+            } else {
+                ""
+            };
+            for verb in ["get", "list"] {
+                let question = Question::new(verb, &resource.group, &resource.plural, namespace);
+                if let Err(error) = guard.access.check_read(&guard.identity, &question).await {
+                    tracing::warn!(%error, %question, "asking the API server whether a plugin may read failed");
+                }
+            }
+        }
+    }
+
+    /// Asks what could not be answered during a call; whether any of it is now allowed (the
+    /// call would see more if it ran again).
+    pub async fn answer(&self, questions: Vec<Question>) -> bool {
+        let Some(guard) = &self.guard else {
+            return false;
+        };
+        let mut allowed = false;
+        for question in questions {
+            match guard.access.check_read(&guard.identity, &question).await {
+                Ok(d) => allowed |= d.allowed,
+                Err(error) => {
+                    tracing::warn!(%error, %question, "asking the API server whether a plugin may read failed");
+                }
+            }
+        }
+        allowed
+    }
+
+    /// A reader for one call, which notes the questions it could not answer.
+    pub fn for_call(self: &Arc<Self>) -> CallReader {
+        CallReader {
+            reader: self.clone(),
+            unanswered: Mutex::new(Vec::new()),
         }
     }
 }
 
-impl ObjectReader for CacheReader {
-    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<String> {
-        let informer = self.stores.get(&GroupKind::from(kind))?;
-        informer
-            .store()
-            .get(namespace, name)
-            .map(|o| o.json().to_owned())
+/// The reads of one call.
+pub struct CallReader {
+    reader: Arc<CacheReader>,
+    unanswered: Mutex<Vec<Question>>,
+}
+
+impl CallReader {
+    /// The questions the call's reads needed and no answer was cached for.
+    pub fn unanswered(&self) -> Vec<Question> {
+        std::mem::take(&mut *self.unanswered.lock().expect("reader lock poisoned"))
     }
 
-    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<String> {
-        let Some(informer) = self.stores.get(&GroupKind::from(kind)) else {
-            return Vec::new();
+    fn permit(&self, informer: &Informer, verb: &str, namespace: &str) -> Result<(), Refused> {
+        let Some(guard) = &self.reader.guard else {
+            return Ok(());
         };
-        informer
+        let resource = &informer.kind().resource;
+        let namespace = if informer.kind().namespaced {
+            namespace
+        } else {
+            ""
+        };
+        let question = Question::new(verb, &resource.group, &resource.plural, namespace);
+        match guard.access.may(&guard.identity, &question) {
+            Some(d) if d.allowed => Ok(()),
+            Some(d) => Err(Refused(format!(
+                "ServiceAccount {} may not {question}{}",
+                guard.identity,
+                if d.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", d.reason)
+                }
+            ))),
+            None => {
+                let refused = Refused(format!(
+                    "whether ServiceAccount {} may {question} is not known yet; the host asks the API server and reconciles again",
+                    guard.identity
+                ));
+                self.unanswered
+                    .lock()
+                    .expect("reader lock poisoned")
+                    .push(question);
+                Err(refused)
+            }
+        }
+    }
+}
+
+impl ObjectReader for CallReader {
+    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Result<Option<String>, Refused> {
+        let Some(informer) = self.reader.stores.get(&GroupKind::from(kind)) else {
+            return Ok(None);
+        };
+        self.permit(informer, "get", namespace)?;
+        Ok(informer
+            .store()
+            .get(namespace, name)
+            .map(|o| o.json().to_owned()))
+    }
+
+    fn list(
+        &self,
+        kind: &KindRef,
+        namespace: &str,
+        selector: &Selector,
+    ) -> Result<Vec<String>, Refused> {
+        let Some(informer) = self.reader.stores.get(&GroupKind::from(kind)) else {
+            return Ok(Vec::new());
+        };
+        self.permit(informer, "list", namespace)?;
+        Ok(informer
             .store()
             .list(namespace, selector)
             .iter()
             .map(|o| o.json().to_owned())
-            .collect()
+            .collect())
     }
 }

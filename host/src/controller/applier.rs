@@ -42,12 +42,13 @@ pub struct ApplyError {
 
 impl ApplyError {
     /// Whether trying again can succeed without a change to the plugin's output: conflicts,
-    /// throttling, server errors and broken connections. A 4xx rejection of what the plugin asked
-    /// for (invalid, forbidden, unknown kind) will fail the same way every time.
+    /// throttling, server errors, broken connections, and a refusal by RBAC (403), which a
+    /// grant heals without touching the parent. A rejection of what the plugin asked for
+    /// (invalid, unknown kind) fails the same way every time.
     pub fn is_retryable(&self) -> bool {
         match &self.source {
             kube::Error::Api(status) => {
-                matches!(status.code, 409 | 429) || status.code >= 500 || status.code == 0
+                matches!(status.code, 403 | 409 | 429) || status.code >= 500 || status.code == 0
             }
             _ => true,
         }

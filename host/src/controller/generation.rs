@@ -12,15 +12,16 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::Context;
 use super::applier::Applier;
 use super::deps::Dependencies;
 use super::queue::{Priority, WorkQueue};
 use super::reconciler::{Parts, Reconciler};
 use crate::cache::{
-    CacheReader, DiscoveryError, GroupKind, Informer, InformerRef, Informers, Meta, ObjectKey,
-    Registration,
+    CacheReader, DiscoveryError, GroupKind, Informer, InformerRef, Meta, ObjectKey, ReadGuard,
+    Registration, ResolvedKind,
 };
-use crate::metrics::Metrics;
+use crate::identity::{Identity, impersonating};
 use crate::model::{KindRef, group_of};
 use crate::runtime::Plugin;
 
@@ -34,6 +35,44 @@ pub struct Spec {
     pub config: Value,
     /// How many of its parents may be reconciled at once.
     pub concurrency: usize,
+    /// The ServiceAccount the plugin acts as: its writes are made as it, its reads limited to
+    /// what it may read. `None` (the static `--plugin` mode) acts as the host.
+    pub identity: Option<Identity>,
+}
+
+/// Why a generation could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// A kind the plugin uses is not served.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// A namespaced parent's plugin declares a cluster-scoped child kind.
+    #[error(
+        "child kind {child} is cluster-scoped, but the parent kind {parent} is namespaced: a namespaced parent's children live in its namespace"
+    )]
+    ClusterScopedChild {
+        /// The child kind.
+        child: GroupKind,
+        /// The parent kind.
+        parent: GroupKind,
+    },
+    /// The parent is a built-in kind and the operator has not allowed that.
+    #[error(
+        "parent kind {parent} is not a custom resource: a plugin for it would put its finalizer and status on every such object in the cluster; the host's operator allows this with --allow-builtin-parents"
+    )]
+    BuiltinParent {
+        /// The parent kind.
+        parent: GroupKind,
+    },
+    /// Asking whether the parent is a custom resource failed.
+    #[error("looking up the CustomResourceDefinition of {parent}: {source}")]
+    Lookup {
+        /// The parent kind.
+        parent: GroupKind,
+        /// What the API server said.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// One running version of a plugin.
@@ -53,16 +92,34 @@ impl Generation {
     /// informer are replayed its cache, so nothing that happened before is missed.
     pub async fn prepare(
         spec: Spec,
-        informers: &Informers,
-        client: kube::Client,
-        metrics: &Metrics,
+        ctx: &Context,
         queue: &WorkQueue<ObjectKey>,
-    ) -> Result<Self, DiscoveryError> {
+    ) -> Result<Self, PrepareError> {
+        let (informers, metrics) = (&ctx.informers, &ctx.metrics);
+        // Writes for the plugin are the plugin's: the API server judges its ServiceAccount.
+        let client = match &spec.identity {
+            Some(identity) => impersonating(&ctx.client, identity),
+            None => ctx.client.clone(),
+        };
+        let guard = spec.identity.clone().map(|identity| ReadGuard {
+            identity,
+            access: ctx.access.clone(),
+        });
         let info = spec.plugin.info().clone();
         let parents = informers.acquire(&info.parent).await?;
+        if !ctx.allow_builtin_parents {
+            custom_resource(&ctx.client, parents.kind()).await?;
+        }
         let mut children = Vec::new();
         for kind in &info.children {
-            children.push(informers.acquire(kind).await?);
+            let child = informers.acquire(kind).await?;
+            if parents.kind().namespaced && !child.kind().namespaced {
+                return Err(PrepareError::ClusterScopedChild {
+                    child: child.group_kind(),
+                    parent: parents.group_kind(),
+                });
+            }
+            children.push(child);
         }
         let mut reads = Vec::new();
         for kind in &info.reads {
@@ -119,7 +176,7 @@ impl Generation {
             config: spec.config.clone(),
             parents: Arc::clone(&parents),
             children: children.iter().map(|c| Arc::clone(c)).collect(),
-            reader: Arc::new(CacheReader::new(reads.iter().map(|r| Arc::clone(r)))),
+            reader: Arc::new(CacheReader::new(reads.iter().map(|r| Arc::clone(r)), guard)),
             deps,
             applier,
             metrics: metrics.plugin(&info.name),
@@ -171,6 +228,39 @@ impl Generation {
     /// The parent kind's informer.
     pub fn parents(&self) -> &Arc<Informer> {
         &self.informers[0]
+    }
+
+    /// The kinds as discovery resolved them: the parent, the children, the reads.
+    pub fn kinds(&self) -> (ResolvedKind, Vec<ResolvedKind>, Vec<ResolvedKind>) {
+        let info = self.spec.plugin.info();
+        let resolved = |k: &KindRef| {
+            self.informers
+                .iter()
+                .find(|i| i.group_kind() == GroupKind::from(k))
+                .map(|i| i.kind().clone())
+        };
+        (
+            self.parents().kind().clone(),
+            info.children.iter().filter_map(resolved).collect(),
+            info.reads.iter().filter_map(resolved).collect(),
+        )
+    }
+}
+
+/// Fails unless `kind` is served by a CustomResourceDefinition. Built-in kinds (the core group,
+/// apps, batch, ...) never are; a CRD is named `<plural>.<group>`.
+async fn custom_resource(client: &kube::Client, kind: &ResolvedKind) -> Result<(), PrepareError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let parent = kind.group_kind();
+    if kind.resource.group.is_empty() {
+        return Err(PrepareError::BuiltinParent { parent });
+    }
+    let name = format!("{}.{}", kind.resource.plural, kind.resource.group);
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    match crds.get_metadata_opt(&name).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(PrepareError::BuiltinParent { parent }),
+        Err(source) => Err(PrepareError::Lookup { parent, source }),
     }
 }
 

@@ -6,7 +6,10 @@
 //! - A key is never handed out twice at once. Adds while its lease is held collapse into one
 //!   more run after the lease is dropped.
 //! - `add_after` keeps the earlier of two ready times; `add_rate_limited` delays by the key's
-//!   own backoff (5 ms doubling to 1000 s), which `forget` resets.
+//!   own backoff (5 ms doubling to 1000 s), which `forget` resets, and at least by what the
+//!   queue's token bucket allows (10 retries a second after a burst of 100: client-go's default
+//!   controller rate limiter), so a plugin failing on every parent cannot flood the API server
+//!   with retries.
 //! - Normal work (watch events) is served before low-priority work (initial list, resync), but
 //!   after [`STARVATION_LIMIT`] normal hand-outs in a row a ready low-priority key goes next,
 //!   so a steady stream of events cannot starve the initial list (controller-runtime's priority
@@ -72,6 +75,47 @@ impl Backoff {
     }
 }
 
+/// A token bucket: `rate` tokens a second, at most `burst` saved up. Each retry takes one; one
+/// that finds none waits for its turn.
+#[derive(Debug, Clone, Copy)]
+pub struct Bucket {
+    /// Tokens added per second.
+    pub rate: f64,
+    /// Most tokens held.
+    pub burst: f64,
+}
+
+impl Default for Bucket {
+    /// client-go's `DefaultControllerRateLimiter` bucket: 10 per second, burst 100.
+    fn default() -> Self {
+        Self {
+            rate: 10.0,
+            burst: 100.0,
+        }
+    }
+}
+
+/// The bucket's state: tokens left (negative when retries already wait for future ones) as of
+/// `at`.
+struct Tokens {
+    left: f64,
+    at: Instant,
+}
+
+impl Tokens {
+    /// Takes a token; returns how long until it is there.
+    fn reserve(&mut self, bucket: &Bucket, now: Instant) -> Duration {
+        let earned = now.saturating_duration_since(self.at).as_secs_f64() * bucket.rate;
+        self.left = (self.left + earned).min(bucket.burst) - 1.0;
+        self.at = now;
+        if self.left >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.left / bucket.rate)
+        }
+    }
+}
+
 /// A queue of keys. Cheap to clone; clones share the queue.
 pub struct WorkQueue<K> {
     shared: Arc<Shared<K>>,
@@ -97,6 +141,7 @@ struct Shared<K> {
     closed: watch::Sender<bool>,
     metrics: QueueMetrics,
     backoff: Backoff,
+    bucket: Bucket,
 }
 
 struct State<K> {
@@ -123,6 +168,8 @@ struct State<K> {
     failures: HashMap<K, u32>,
     /// Normal hand-outs since the last low one, for the starvation guard.
     normal_streak: u32,
+    /// The retry bucket.
+    tokens: Tokens,
     /// Source of the sequence numbers above; a u64 cannot wrap in practice.
     seq: u64,
     shut_down: bool,
@@ -297,6 +344,10 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
             waiting_at: HashMap::new(),
             failures: HashMap::new(),
             normal_streak: 0,
+            tokens: Tokens {
+                left: Bucket::default().burst,
+                at: Instant::now(),
+            },
             seq: 0,
             shut_down: false,
         };
@@ -306,6 +357,7 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
             closed: watch::Sender::new(false),
             metrics,
             backoff,
+            bucket: Bucket::default(),
         };
         Self {
             shared: Arc::new(shared),
@@ -350,14 +402,16 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
         self.shared.notify.notify_one();
     }
 
-    /// Delays `key` by its backoff and counts one more failure for it.
+    /// Delays `key` by its backoff, or longer if the retry bucket is empty, and counts one more
+    /// failure for it.
     pub fn add_rate_limited(&self, key: K) {
         let delay = {
             let mut state = self.shared.lock();
             let failures = state.failures.entry(key.clone()).or_insert(0);
-            let delay = self.shared.backoff.delay(*failures);
+            let backoff = self.shared.backoff.delay(*failures);
             *failures = failures.saturating_add(1);
-            delay
+            let turn = state.tokens.reserve(&self.shared.bucket, Instant::now());
+            backoff.max(turn)
         };
         self.add_after(key, delay);
     }
@@ -716,5 +770,31 @@ mod tests {
         drop(a);
         q.update_unfinished_work();
         assert_eq!(metrics.unfinished.get(), 1.0, "only b is still held");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_past_the_burst_should_wait_for_the_bucket() {
+        let q = queue::<u32>();
+        let start = Instant::now();
+        for key in 0..150 {
+            q.add_rate_limited(key);
+        }
+        let mut ready_at = Vec::new();
+        for _ in 0..150 {
+            let lease = next(&q).await;
+            ready_at.push(start.elapsed());
+            drop(lease);
+        }
+        // The first 100 retries go after their 5 ms backoff; the other 50 at 10 a second.
+        assert!(
+            ready_at[99] < Duration::from_millis(50),
+            "{:?}",
+            ready_at[99]
+        );
+        let last = ready_at[149];
+        assert!(
+            last >= Duration::from_secs(5) && last < Duration::from_secs(6),
+            "the 150th retry waits for 50 tokens at 10 a second: {last:?}"
+        );
     }
 }

@@ -4,16 +4,21 @@
 //!
 //! Failures are sorted three ways:
 //! - a permanent plugin error, or an API rejection of what the plugin asked for (invalid,
-//!   forbidden): shown on the parent and not retried until the parent's generation changes;
+//!   unknown kind): shown on the parent and not retried until the parent's generation changes;
 //! - anything else from the plugin (transient errors, deadlines, traps, invalid responses):
 //!   shown on the parent and retried with per-key backoff, so a plugin fixed by an upgrade, or
 //!   an input that gets fixed, recovers;
-//! - a retryable API error (throttling, 5xx, connection loss): shown on the parent and retried
-//!   with backoff; a 409 conflict, the normal result of racing another writer, is retried
-//!   without being shown.
+//! - a retryable API error (a refusal by RBAC, throttling, 5xx, connection loss): shown on the
+//!   parent and retried with backoff, so a grant heals a 403; a 409 conflict, the normal result
+//!   of racing another writer, is retried without being shown.
+//!
+//! With an identity, writes go out as the plugin's ServiceAccount (the applier's client) and
+//! reads are gated ([`CacheReader`]); a desired child that would take over an object this
+//! parent does not control is refused before anything is sent.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::Value;
 use tracing::{debug, info, warn};
@@ -22,10 +27,11 @@ use super::applied::Applied;
 use super::applier::{Applier, ApplyError, Written};
 use super::deps::Dependencies;
 use super::workers::Next;
-use crate::cache::{CacheReader, Cached, Informer, ObjectKey};
+use crate::cache::{CacheReader, Cached, GroupKind, Informer, ObjectKey};
+use crate::identity::access::Question;
 use crate::metrics::PluginMetrics;
 use crate::model::{self, Event, EventType, ReconcileRequest, object_ref};
-use crate::planner::{self, Action};
+use crate::planner::{self, Action, Plan};
 use crate::runtime::{CallError, CallErrorKind, ObjectReader, Plugin};
 
 /// Reconciles the parents of one plugin.
@@ -96,7 +102,10 @@ impl Reconciler {
         let meta = &parent["metadata"];
         let uid = cached.meta.uid.clone();
         let generation = meta["generation"].as_i64().unwrap_or(0);
-        if self.permanent_lock().get(key) == Some(&(uid.clone(), generation)) {
+        // A parent being deleted is always looked at: its finalize timeout must be able to run.
+        if !model::is_deleting(&parent)
+            && self.permanent_lock().get(key) == Some(&(uid.clone(), generation))
+        {
             debug!(plugin = %name, parent = %key, generation, "permanent failure; waiting for a change");
             return Next::Done;
         }
@@ -111,13 +120,34 @@ impl Reconciler {
             // there is no cleanup to wait for, so the parent is released without a call.
             return self.release(key, &parent).await;
         }
+        let finalize_left = deleting.then(|| self.finalize_left(&parent));
+        if finalize_left == Some(Duration::ZERO) {
+            let timeout = self.plugin.limits().finalize_timeout;
+            let message = format!(
+                "plugin {} did not finish its cleanup within {} s of the deletion; the host removed its finalizer",
+                info.name,
+                timeout.as_secs()
+            );
+            warn!(plugin = %name, parent = %key, "{message}");
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "FinalizeTimeout".into(),
+                message,
+            };
+            self.applier.events(&parent, &[event]).await;
+            return self.release(key, &parent).await;
+        }
+        let namespace = cached.meta.key.namespace.clone();
+        self.reader.warm(&namespace).await;
         // The plugin gets the children's cached text as it is; the planner compares against
-        // them parsed, with the host's own managedFields entries.
-        let children: Vec<Arc<Cached>> = self
-            .children
-            .iter()
-            .flat_map(|i| i.store().controlled_by(&uid))
-            .collect();
+        // them parsed, with the host's own managedFields entries. Children of a kind its
+        // ServiceAccount may not list in the namespace are not shown to it.
+        let mut children: Vec<Arc<Cached>> = Vec::new();
+        for informer in &self.children {
+            if self.may_list(informer, &namespace).await {
+                children.extend(informer.store().controlled_by(&uid));
+            }
+        }
         let observed: Vec<Value> = children.iter().map(|c| c.observed()).collect();
         let request = ReconcileRequest {
             children: children.iter().map(|c| c.json().to_owned()).collect(),
@@ -127,7 +157,8 @@ impl Reconciler {
         };
 
         let plugin = self.plugin.clone();
-        let reader: Arc<dyn ObjectReader> = self.reader.clone();
+        let call_reader = Arc::new(self.reader.for_call());
+        let reader: Arc<dyn ObjectReader> = call_reader.clone();
         // The call runs on a blocking thread; it stays inside this reconcile's span, so what the
         // plugin logs names the plugin, the parent and the digest of the code.
         let span = tracing::Span::current();
@@ -144,9 +175,27 @@ impl Reconciler {
                 return Next::Retry;
             }
         };
+        // Reads refused for want of an answer are asked now; if any is allowed, the parent is
+        // reconciled again at once to see what it could not.
+        let unanswered = call_reader.unanswered();
+        let again = !unanswered.is_empty() && self.reader.answer(unanswered).await;
         let outcome = match result {
             Ok(outcome) => outcome,
-            Err(error) => return self.call_failed(key, &request.parent, error).await,
+            Err(error) => {
+                let next = match (
+                    self.call_failed(key, &request.parent, error).await,
+                    finalize_left,
+                ) {
+                    // A cleanup that fails for good still ends at the finalize timeout.
+                    (Next::Terminal, Some(left)) => Next::RequeueAfter(left),
+                    (next, _) => next,
+                };
+                return if again {
+                    Next::RequeueAfter(Duration::ZERO)
+                } else {
+                    next
+                };
+            }
         };
         self.metrics.call_seconds(outcome.elapsed);
         self.metrics.memory_peak(outcome.memory_peak);
@@ -160,6 +209,12 @@ impl Reconciler {
             &model::now(),
         );
         self.applied.settle(key, &mut plan, &observed);
+        if let Err(message) = self.takeover(&plan, &namespace, &uid) {
+            warn!(plugin = %name, parent = %key, error = %message, "a desired child belongs to someone else");
+            self.report(&request.parent, "ChildConflict", &message)
+                .await;
+            return Next::Retry;
+        }
         match self.applier.apply(&request.parent, &plan).await {
             Ok(written) => {
                 self.applied.record(key, &plan, &observed, &written);
@@ -182,10 +237,87 @@ impl Reconciler {
         } else {
             debug!(plugin = %name, parent = %key, "up to date");
         }
-        match outcome.desired.requeue_after {
+        // A parent still finalizing is looked at again by its timeout at the latest.
+        let requeue = match (outcome.desired.requeue_after, finalize_left) {
+            (Some(a), Some(left)) if !outcome.desired.finalized => Some(a.min(left)),
+            (None, Some(left)) if !outcome.desired.finalized => Some(left),
+            (after, _) => after,
+        };
+        match requeue {
+            _ if again => Next::RequeueAfter(Duration::ZERO),
             Some(after) => Next::RequeueAfter(after),
             None => Next::Done,
         }
+    }
+
+    /// How long a parent being deleted may still wait for the plugin's cleanup (zero: its
+    /// time is up), from its `deletionTimestamp` and the plugin's finalize timeout.
+    fn finalize_left(&self, parent: &Value) -> Duration {
+        let timeout = self.plugin.limits().finalize_timeout;
+        let since = parent["metadata"]["deletionTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map(|t| jiff::Timestamp::now().duration_since(t));
+        match since.and_then(|d| Duration::try_from(d).ok()) {
+            Some(elapsed) => timeout.saturating_sub(elapsed),
+            // Clocks apart (a deletion "in the future") or unreadable: the full timeout.
+            None => timeout,
+        }
+    }
+
+    /// Whether the plugin's ServiceAccount may list children of this kind in the namespace
+    /// (always, when the plugin acts as the host).
+    async fn may_list(&self, informer: &Informer, namespace: &str) -> bool {
+        let Some(guard) = self.reader.guard() else {
+            return true;
+        };
+        let resource = &informer.kind().resource;
+        let question = Question::new("list", &resource.group, &resource.plural, namespace);
+        match guard.access.check_read(&guard.identity, &question).await {
+            Ok(d) => d.allowed,
+            Err(error) => {
+                warn!(%error, %question, "asking whether a plugin may list its children failed");
+                false
+            }
+        }
+    }
+
+    /// Refuses a plan that would create a child over an object of that name this parent does
+    /// not control: an unowned object (adopting it would hand a plugin something it never
+    /// made) or another parent's (two parents would fight over it). controller-runtime and
+    /// Metacontroller refuse the same; nothing is sent.
+    fn takeover(&self, plan: &Plan, namespace: &str, parent_uid: &str) -> Result<(), String> {
+        for child in plan.children.iter().filter(|c| c.action == Action::Create) {
+            let kind = GroupKind::from(&child.kind);
+            let Some(informer) = self.children.iter().find(|i| i.group_kind() == kind) else {
+                continue;
+            };
+            let namespace = if informer.kind().namespaced {
+                namespace
+            } else {
+                ""
+            };
+            if let Some(existing) = informer.store().get(namespace, &child.name) {
+                if existing
+                    .meta
+                    .controller
+                    .as_ref()
+                    .is_some_and(|o| o.uid == parent_uid)
+                {
+                    // Ours, only not shown to the plugin (its account may not list the kind).
+                    continue;
+                }
+                let owner = match &existing.meta.controller {
+                    Some(o) => format!("is controlled by {} {}", o.kind, o.name),
+                    None => "has no controller".to_owned(),
+                };
+                return Err(format!(
+                    "{} {} already exists and {owner}: the host does not take over objects it did not create for this parent",
+                    child.kind.kind, child.name
+                ));
+            }
+        }
+        Ok(())
     }
 
     async fn call_failed(&self, key: &ObjectKey, parent: &Value, error: CallError) -> Next {

@@ -2,6 +2,7 @@
 //! failed, a CamelCase reason, and a message that says what to do.
 
 use crate::cache::DiscoveryError;
+use crate::controller::PrepareError;
 use crate::controller::generation::same_kind;
 use crate::model::KindRef;
 use crate::runtime::LoadError;
@@ -11,6 +12,8 @@ use crate::supervisor::SupervisorError;
 /// The stage of loading a plugin that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
+    /// Before loading: the ServiceAccount it would act as does not exist.
+    Account,
     /// Fetching or verifying the component (`Fetched=False`).
     Fetch,
     /// Compiling or describing it (`Compiled=False`).
@@ -64,6 +67,17 @@ impl Failure {
         Self::new(Stage::Compile, reason, error.to_string())
     }
 
+    /// The ServiceAccount does not exist.
+    pub fn no_account(account: &str) -> Self {
+        Self::new(
+            Stage::Account,
+            "ServiceAccountNotFound",
+            format!(
+                "ServiceAccount {account} does not exist; the plugin acts as it and runs once it does (create it and its RBAC: reconhost plugin rbac)"
+            ),
+        )
+    }
+
     /// A failure of the host itself.
     pub fn host(message: String) -> Self {
         Self::new(Stage::Start, "HostError", message)
@@ -75,7 +89,15 @@ impl Failure {
             SupervisorError::NameChanged { .. } | SupervisorError::ParentChanged { .. } => {
                 "UpgradeFailed"
             }
-            SupervisorError::Discovery(d) => return Self::discovery(d, parent),
+            SupervisorError::Prepare(PrepareError::Discovery(d)) => {
+                return Self::discovery(d, parent);
+            }
+            SupervisorError::Prepare(PrepareError::ClusterScopedChild { .. }) => {
+                "ClusterScopedChild"
+            }
+            SupervisorError::Prepare(PrepareError::BuiltinParent { .. }) => "BuiltinParent",
+            SupervisorError::Prepare(PrepareError::Lookup { .. }) => "DiscoveryFailed",
+            SupervisorError::Cycle { .. } => "Cycle",
             SupervisorError::NotSynced { .. } => "CachesNotSynced",
         };
         Self::new(Stage::Start, reason, error.to_string())

@@ -11,6 +11,9 @@ use crate::runtime::Limits;
 pub fn fingerprint(rp: &ReconcilePlugin) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
     rp.spec.source.digest.hash(&mut hasher);
+    // Another ServiceAccount is another authority: its writes need another client.
+    rp.spec.service_account_ref.namespace.hash(&mut hasher);
+    rp.spec.service_account_ref.name.hash(&mut hasher);
     serde_json::to_string(&rp.spec.config)
         .unwrap_or_default()
         .hash(&mut hasher);
@@ -39,6 +42,9 @@ pub fn limits_of(rp: &ReconcilePlugin, defaults: &Defaults) -> Result<Limits, Fa
     };
     if let Some(timeout) = spec.call_timeout {
         limits = limits.deadline(timeout.into());
+    }
+    if let Some(timeout) = spec.finalize_timeout {
+        limits = limits.finalize_timeout(timeout.into());
     }
     if let Some(memory) = &spec.memory {
         limits = limits.memory(bytes("memory", memory)?);
@@ -91,17 +97,19 @@ mod tests {
     }
 
     #[test]
-    fn fingerprint_should_change_with_code_config_or_limits_only() {
+    fn fingerprint_should_change_with_code_config_limits_or_identity() {
         let a = plugin(serde_json::json!({}));
         let mut b = a.clone();
         b.spec.suspend = true;
-        b.spec.service_account_ref.name = "other".into();
         assert_eq!(
             fingerprint(&a),
             fingerprint(&b),
-            "neither is a new generation"
+            "suspend is not a new generation"
         );
         b.spec.config = Some(serde_json::json!({"k": 1}));
         assert_ne!(fingerprint(&a), fingerprint(&b));
+        let mut c = a.clone();
+        c.spec.service_account_ref.name = "other".into();
+        assert_ne!(fingerprint(&a), fingerprint(&c), "another identity");
     }
 }

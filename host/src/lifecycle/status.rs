@@ -9,8 +9,20 @@ use serde_json::Value;
 
 use super::load::Obtained;
 use super::{Failure, Stage};
-use crate::api::{Declared, PluginIdentity, ReconcilePlugin, ReconcilePluginStatus};
+use crate::api::{Authorization, Declared, PluginIdentity, ReconcilePlugin, ReconcilePluginStatus};
+use crate::identity::access::Question;
 use crate::runtime::Plugin;
+
+/// What is known of the plugin's authority.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authorized {
+    /// Not checked (nothing runs yet).
+    Unknown,
+    /// Its ServiceAccount does not exist.
+    NoServiceAccount(String),
+    /// Checked: what of what it needs is denied (empty: nothing).
+    Denied(Vec<Question>),
+}
 
 /// The status the host wants on `rp` (`object` is its cached JSON, for the conditions'
 /// transition times), given what serves and how the latest attempt ended.
@@ -19,6 +31,7 @@ pub fn compose(
     object: &Value,
     serving: Option<&(Plugin, Obtained)>,
     failure: Option<&Failure>,
+    authorized: &Authorized,
 ) -> ReconcilePluginStatus {
     let generation = object["metadata"]["generation"].as_i64();
     let cached = serving.is_some_and(|(_, o)| *o == Obtained::Cached);
@@ -62,6 +75,21 @@ pub fn compose(
     };
     let mut conditions = match failure.map(|f| f.stage) {
         None => vec![fetched_ok, compiled_ok],
+        Some(Stage::Account) if serving.is_some() => vec![fetched_ok, compiled_ok],
+        Some(Stage::Account) => vec![
+            condition(
+                "Fetched",
+                "Unknown",
+                "NotFetched",
+                "waiting for the ServiceAccount".into(),
+            ),
+            condition(
+                "Compiled",
+                "Unknown",
+                "NotFetched",
+                "waiting for the ServiceAccount".into(),
+            ),
+        ],
         Some(Stage::Fetch) => {
             let f = failure.expect("matched");
             vec![
@@ -83,7 +111,42 @@ pub fn compose(
         }
         Some(Stage::Start) => vec![fetched_ok, compiled_ok],
     };
+    let account = format!(
+        "{}/{}",
+        rp.spec.service_account_ref.namespace, rp.spec.service_account_ref.name
+    );
+    match authorized {
+        Authorized::Unknown => {}
+        Authorized::NoServiceAccount(message) => conditions.push(condition(
+            "Authorized",
+            "False",
+            "ServiceAccountNotFound",
+            message.clone(),
+        )),
+        Authorized::Denied(denied) if denied.is_empty() => conditions.push(condition(
+            "Authorized",
+            "True",
+            "Authorized",
+            format!("ServiceAccount {account} may do everything the plugin declares"),
+        )),
+        Authorized::Denied(denied) => {
+            let list: Vec<String> = denied.iter().map(ToString::to_string).collect();
+            conditions.push(condition(
+                "Authorized",
+                "False",
+                "Denied",
+                format!(
+                    "ServiceAccount {account} may not {}; what the plugin needs: reconhost plugin rbac",
+                    list.join(", ")
+                ),
+            ));
+        }
+    }
     let ready = match (failure, serving) {
+        // The old code does not keep serving without its identity: it is suspended.
+        (Some(f), Some(_)) if f.stage == Stage::Account => {
+            condition("Ready", "False", f.reason, f.message.clone())
+        }
         (Some(f), Some((plugin, _))) => condition(
             "Ready",
             "False",
@@ -156,6 +219,12 @@ pub fn compose(
             // plugin left before a restart.
             .or_else(|| previous.as_ref().and_then(|s| s.plugin.clone())),
         contract: plugin.map(|p| p.contract().to_owned()),
+        authorization: match authorized {
+            Authorized::Denied(denied) if !denied.is_empty() => Some(Authorization {
+                denied: denied.iter().map(ToString::to_string).collect(),
+            }),
+            _ => None,
+        },
         declared: plugin.map(|p| Declared {
             children: p.info().children.iter().map(ToString::to_string).collect(),
             reads: p.info().reads.iter().map(ToString::to_string).collect(),

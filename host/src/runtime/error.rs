@@ -112,6 +112,12 @@ pub enum CallErrorKind {
         /// The budget in bytes.
         limit: usize,
     },
+    /// The plugin read more, or more often, than one call may.
+    #[error("read limit exceeded: {what}")]
+    ReadLimit {
+        /// Which bound.
+        what: String,
+    },
     /// The plugin trapped: a panic, a stack overflow, an unreachable instruction.
     #[error("trapped: {message}")]
     Trap {
@@ -157,6 +163,7 @@ impl CallErrorKind {
             Self::Deadline(_) => "deadline",
             Self::MemoryLimit { .. } => "memory",
             Self::LogLimit { .. } => "log",
+            Self::ReadLimit { .. } => "read_limit",
             Self::Trap { .. } => "trap",
             Self::ResponseTooLarge { .. } => "response_too_large",
             Self::TooManyChildren { .. } => "too_many_children",

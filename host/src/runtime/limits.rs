@@ -22,6 +22,13 @@ pub struct Limits {
     /// Maximum bytes a call may send through `host.log`, and separately through each of stdout
     /// and stderr. Default 64 KiB.
     pub log_bytes: usize,
+    /// Whether desired children may carry finalizers. Default no: a finalizer nothing removes
+    /// keeps the child, and with `blockOwnerDeletion` its parent, from ever being deleted.
+    pub child_finalizers: bool,
+    /// How long a parent being deleted waits for the plugin to finish its cleanup, counted
+    /// from its `deletionTimestamp`; after that the host removes its finalizer anyway, with a
+    /// Warning event. Default 10 minutes.
+    pub finalize_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -32,6 +39,8 @@ impl Default for Limits {
             response_bytes: 4 << 20,
             children: 1000,
             log_bytes: 64 << 10,
+            child_finalizers: false,
+            finalize_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -70,6 +79,26 @@ impl Limits {
     #[must_use]
     pub fn children(mut self, count: usize) -> Self {
         self.children = count;
+        self
+    }
+
+    /// Allows children to carry finalizers.
+    ///
+    /// ## Warning
+    /// A plugin can then keep children, and parents waiting on them, from ever being deleted.
+    #[must_use]
+    pub fn child_finalizers(mut self, allowed: bool) -> Self {
+        self.child_finalizers = allowed;
+        self
+    }
+
+    /// Sets how long a deleted parent waits for the plugin's cleanup.
+    ///
+    /// ## Warning
+    /// A cleanup cut short may leave what the plugin manages outside the cluster behind.
+    #[must_use]
+    pub fn finalize_timeout(mut self, timeout: Duration) -> Self {
+        self.finalize_timeout = timeout;
         self
     }
 

@@ -17,9 +17,9 @@ use super::engine::{EPOCH_TICK, Runtime};
 use super::error::{CallError, CallErrorKind, LoadError};
 use super::limits::Limits;
 use super::reads::{ObjectReader, Read};
-use super::state::State;
-use super::validate::{check_info, validate};
-use crate::model::{KindRef, PluginError, PluginInfo, ReconcileRequest, object_ref};
+use super::state::{MAX_LOG_LINE, State};
+use super::validate::{MAX_CONDITION_MESSAGE, check_info, validate};
+use crate::model::{KindRef, PluginError, PluginInfo, ReconcileRequest, object_ref, printable};
 
 /// The contract versions this host implements.
 pub const SUPPORTED_CONTRACTS: &str = "reconhost:plugin@0.1.x";
@@ -278,9 +278,14 @@ impl Plugin {
         let response = match result {
             Ok(Ok(response)) => response,
             Ok(Err(error)) => {
+                // The message reaches events, conditions and logs.
                 let error = match error {
-                    types::Error::Transient(m) => PluginError::Transient(m),
-                    types::Error::Permanent(m) => PluginError::Permanent(m),
+                    types::Error::Transient(m) => {
+                        PluginError::Transient(printable(&m, MAX_CONDITION_MESSAGE))
+                    }
+                    types::Error::Permanent(m) => {
+                        PluginError::Permanent(printable(&m, MAX_CONDITION_MESSAGE))
+                    }
                 };
                 return Err(CallError {
                     reads: std::mem::take(&mut store.data_mut().reads),
@@ -409,6 +414,9 @@ fn classify(e: &wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallE
             limit: limits.log_bytes,
         };
     }
+    if let Some(what) = &state.read_exceeded {
+        return CallErrorKind::ReadLimit { what: what.clone() };
+    }
     let trap = e.downcast_ref::<Trap>();
     if trap == Some(&Trap::Interrupt) {
         return CallErrorKind::Deadline(limits.deadline);
@@ -425,7 +433,10 @@ fn classify(e: &wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallE
     };
     let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
     let tail: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = tail[tail.len().saturating_sub(3)..].join(" | ");
+    let tail = printable(
+        &tail[tail.len().saturating_sub(3)..].join(" | "),
+        MAX_CONDITION_MESSAGE,
+    );
     let message = if tail.is_empty() {
         what
     } else {
@@ -437,16 +448,17 @@ fn classify(e: &wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallE
 /// Sends what the plugin printed to the host's log, one event per line.
 fn forward_output(store: &Store<State>, plugin: &str, parent: &str) {
     let state = store.data();
-    for line in String::from_utf8_lossy(&state.stdout.contents())
-        .lines()
-        .filter(|l| !l.is_empty())
-    {
+    let lines = |bytes: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| printable(l, MAX_LOG_LINE))
+            .collect()
+    };
+    for line in lines(&state.stdout.contents()) {
         tracing::info!(plugin, parent, stream = "stdout", "{line}");
     }
-    for line in String::from_utf8_lossy(&state.stderr.contents())
-        .lines()
-        .filter(|l| !l.is_empty())
-    {
+    for line in lines(&state.stderr.contents()) {
         tracing::warn!(plugin, parent, stream = "stderr", "{line}");
     }
 }

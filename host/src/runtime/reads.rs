@@ -12,23 +12,36 @@ use crate::selector::Selector;
 ///
 /// Objects are answered as JSON text, the form they cross the boundary in, so a reader that
 /// keeps text (the host's caches do) hands it over without a parse and a re-serialization.
+///
+/// A reader may refuse a read ([`Refused`]): the live host refuses what the plugin's
+/// ServiceAccount may not read through the API server.
 pub trait ObjectReader: Send + Sync {
     /// One object by kind, namespace (empty for cluster-scoped) and name, as JSON.
-    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<String>;
+    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Result<Option<String>, Refused>;
     /// Objects of a kind in a namespace (empty: all) matching the selector, as JSON.
-    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<String>;
+    fn list(
+        &self,
+        kind: &KindRef,
+        namespace: &str,
+        selector: &Selector,
+    ) -> Result<Vec<String>, Refused>;
 }
+
+/// A read the reader refused, and why (the plugin gets it as `read-error.not-allowed`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
 
 /// A reader with nothing in it.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoObjects;
 
 impl ObjectReader for NoObjects {
-    fn get(&self, _: &KindRef, _: &str, _: &str) -> Option<String> {
-        None
+    fn get(&self, _: &KindRef, _: &str, _: &str) -> Result<Option<String>, Refused> {
+        Ok(None)
     }
-    fn list(&self, _: &KindRef, _: &str, _: &Selector) -> Vec<String> {
-        Vec::new()
+    fn list(&self, _: &KindRef, _: &str, _: &Selector) -> Result<Vec<String>, Refused> {
+        Ok(Vec::new())
     }
 }
 
@@ -60,16 +73,23 @@ impl StaticObjects {
 }
 
 impl ObjectReader for StaticObjects {
-    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Option<String> {
-        self.of_kind(kind, namespace)
+    fn get(&self, kind: &KindRef, namespace: &str, name: &str) -> Result<Option<String>, Refused> {
+        Ok(self
+            .of_kind(kind, namespace)
             .find(|o| o["metadata"]["name"] == name)
-            .map(Value::to_string)
+            .map(Value::to_string))
     }
-    fn list(&self, kind: &KindRef, namespace: &str, selector: &Selector) -> Vec<String> {
-        self.of_kind(kind, namespace)
+    fn list(
+        &self,
+        kind: &KindRef,
+        namespace: &str,
+        selector: &Selector,
+    ) -> Result<Vec<String>, Refused> {
+        Ok(self
+            .of_kind(kind, namespace)
             .filter(|o| selector.matches_object(o))
             .map(Value::to_string)
-            .collect()
+            .collect())
     }
 }
 

@@ -35,6 +35,12 @@ pub struct State {
     allowed_reads: Arc<[KindRef]>,
     /// Where reads are answered from during the current call.
     pub(super) reader: Arc<dyn ObjectReader>,
+    /// `get` and `list` calls made so far in this call, and the bytes they returned: the host's
+    /// own work for a call is bounded too ([`MAX_READ_CALLS`], [`MAX_READ_BYTES`]).
+    read_calls: usize,
+    read_bytes: usize,
+    /// Set when a call went past a read bound: the trap that follows is that, not a bug.
+    pub(super) read_exceeded: Option<String>,
     /// What the current call read.
     pub(super) reads: Vec<Read>,
     /// Bytes logged so far in this call, through `host.log`.
@@ -69,6 +75,9 @@ impl State {
             plugin,
             allowed_reads,
             reader: Arc::new(NoObjects),
+            read_calls: 0,
+            read_bytes: 0,
+            read_exceeded: None,
             reads: Vec::new(),
             logged: 0,
             log_limit: limits.log_bytes,
@@ -157,6 +166,7 @@ impl v0_1::Host for State {
             ));
         }
         let (plugin, parent) = (&*self.plugin, self.parent.as_str());
+        let message = crate::model::printable(&message, MAX_LOG_LINE);
         match level {
             types::Level::Trace => tracing::trace!(plugin, parent, "{message}"),
             types::Level::Debug => tracing::debug!(plugin, parent, "{message}"),
@@ -173,11 +183,19 @@ impl v0_1::Host for State {
         namespace: String,
         name: String,
     ) -> wasmtime::Result<Result<Option<String>, types::ReadError>> {
+        self.count_read()?;
         let kind = kind_of(kind);
-        if let Err(e) = self.allowed(&kind) {
+        if let Err(e) = self
+            .allowed(&kind)
+            .and_then(|()| arguments(&namespace, &name, ""))
+        {
             return Ok(Err(e));
         }
-        let found = self.reader.get(&kind, &namespace, &name);
+        let found = match self.reader.get(&kind, &namespace, &name) {
+            Ok(found) => found,
+            Err(refused) => return Ok(Err(types::ReadError::NotAllowed(refused.0))),
+        };
+        self.count_bytes(found.as_ref().map_or(0, String::len))?;
         self.reads.push(Read::Get {
             kind,
             namespace,
@@ -192,20 +210,90 @@ impl v0_1::Host for State {
         namespace: String,
         label_selector: String,
     ) -> wasmtime::Result<Result<Vec<String>, types::ReadError>> {
+        self.count_read()?;
         let kind = kind_of(kind);
-        if let Err(e) = self.allowed(&kind) {
+        if let Err(e) = self
+            .allowed(&kind)
+            .and_then(|()| arguments(&namespace, "", &label_selector))
+        {
             return Ok(Err(e));
         }
         let selector = match Selector::parse(&label_selector) {
             Ok(s) => s,
             Err(e) => return Ok(Err(types::ReadError::Invalid(e.to_string()))),
         };
-        let found = self.reader.list(&kind, &namespace, &selector);
+        let found = match self.reader.list(&kind, &namespace, &selector) {
+            Ok(found) => found,
+            Err(refused) => return Ok(Err(types::ReadError::NotAllowed(refused.0))),
+        };
+        self.count_bytes(found.iter().map(String::len).sum())?;
         self.reads.push(Read::List {
             kind,
             namespace,
             selector: label_selector,
         });
         Ok(Ok(found))
+    }
+}
+
+/// Longest log line forwarded from a plugin, in bytes; longer ones are cut.
+pub const MAX_LOG_LINE: usize = 4096;
+
+/// Reads one call may make. A reconcile that needs more than this many lookups is better served
+/// by one `list`; a plugin looping over `get` would otherwise keep a host thread busy and grow
+/// the dependency records without bound.
+pub const MAX_READ_CALLS: usize = 1000;
+
+/// Bytes the reads of one call may return in all: every returned object is a copy the host
+/// makes into the instance, so this bounds the host's memory for the call as the memory cap
+/// bounds the guest's.
+pub const MAX_READ_BYTES: usize = 64 << 20;
+
+/// Longest label selector accepted, in bytes (a selector is parsed and kept for dependency
+/// tracking).
+pub const MAX_SELECTOR_BYTES: usize = 4096;
+
+/// Arguments of a read that cannot name an object are refused before any lookup.
+fn arguments(namespace: &str, name: &str, selector: &str) -> Result<(), types::ReadError> {
+    if namespace.len() > 63 {
+        return Err(types::ReadError::Invalid(format!(
+            "namespace of {} bytes: a namespace is a DNS label of at most 63",
+            namespace.len()
+        )));
+    }
+    if name.len() > 253 {
+        return Err(types::ReadError::Invalid(format!(
+            "name of {} bytes: a name is at most 253",
+            name.len()
+        )));
+    }
+    if selector.len() > MAX_SELECTOR_BYTES {
+        return Err(types::ReadError::Invalid(format!(
+            "label selector of {} bytes, more than {MAX_SELECTOR_BYTES}",
+            selector.len()
+        )));
+    }
+    Ok(())
+}
+
+impl State {
+    fn count_read(&mut self) -> wasmtime::Result<()> {
+        self.read_calls += 1;
+        if self.read_calls > MAX_READ_CALLS {
+            let what = format!("more than {MAX_READ_CALLS} get and list calls");
+            self.read_exceeded = Some(what.clone());
+            return Err(format_err!("{what}"));
+        }
+        Ok(())
+    }
+
+    fn count_bytes(&mut self, bytes: usize) -> wasmtime::Result<()> {
+        self.read_bytes += bytes;
+        if self.read_bytes > MAX_READ_BYTES {
+            let what = format!("reads returning more than {MAX_READ_BYTES} bytes");
+            self.read_exceeded = Some(what.clone());
+            return Err(format_err!("{what}"));
+        }
+        Ok(())
     }
 }

@@ -9,7 +9,52 @@ use serde_json::Value;
 use super::bindings::v0_1::types;
 use super::error::CallErrorKind;
 use super::limits::Limits;
-use crate::model::{Condition, ConditionStatus, Desired, Event, EventType, PluginInfo};
+use crate::model::{Condition, ConditionStatus, Desired, Event, EventType, PluginInfo, printable};
+use crate::planner::SYNCED;
+
+/// Events one response may ask for. Each is an API write made on the parent (aggregated by
+/// reason into a series, but still a request); ten cover a report of several distinct facts.
+pub const MAX_EVENTS: usize = 10;
+
+/// Conditions one response may set: each stays on the parent's status for good.
+pub const MAX_CONDITIONS: usize = 16;
+
+/// The largest status a plugin may write, in bytes: the whole parent must stay under the API
+/// server's 1.5 MiB object limit, and the status is written on every change.
+pub const MAX_STATUS_BYTES: usize = 256 << 10;
+
+/// Longest condition message kept, in bytes; longer ones are cut (Kubernetes allows 32 KiB, but
+/// every message also reaches the host's log).
+pub const MAX_CONDITION_MESSAGE: usize = 4096;
+
+/// Longest event note kept, in bytes (events.k8s.io refuses notes of 1 kB or more).
+pub const MAX_EVENT_NOTE: usize = 1000;
+
+/// Longest reason (events.k8s.io's limit for an event's reason).
+pub const MAX_REASON: usize = 128;
+
+/// The shortest `requeue-after` honoured; shorter requests wait this long. A plugin asking to
+/// be called again at once would otherwise turn the host into a busy loop for it.
+pub const MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
+
+/// Whether `reason` is what Kubernetes accepts as a condition reason: CamelCase letters, digits,
+/// `_`, `,` and `:`, starting with a letter.
+fn check_reason(reason: &str) -> Result<(), String> {
+    let valid = reason.len() <= MAX_REASON
+        && reason.starts_with(|c: char| c.is_ascii_alphabetic())
+        && reason
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_,:".contains(c))
+        && !reason.ends_with([',', ':']);
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "{:?} is not a reason: CamelCase letters and digits, at most {MAX_REASON}",
+            printable(reason, 64)
+        ))
+    }
+}
 
 fn invalid(path: impl Into<String>, reason: impl Into<String>) -> CallErrorKind {
     CallErrorKind::InvalidResponse {
@@ -56,7 +101,13 @@ pub fn validate(
     let mut seen = HashSet::new();
     let mut children = Vec::with_capacity(response.children.len());
     for (i, text) in response.children.iter().enumerate() {
-        let child = validate_child(info, parent_ns, &format!("children[{i}]"), text)?;
+        let child = validate_child(
+            info,
+            parent_ns,
+            &format!("children[{i}]"),
+            text,
+            limits.child_finalizers,
+        )?;
         let key = (
             child["apiVersion"]
                 .as_str()
@@ -77,20 +128,49 @@ pub fn validate(
     }
     let status = match &response.status {
         None => None,
+        Some(text) if text.len() > MAX_STATUS_BYTES => {
+            return Err(invalid(
+                "status",
+                format!("{} bytes, more than {MAX_STATUS_BYTES}", text.len()),
+            ));
+        }
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(v @ Value::Object(_)) => Some(v),
             Ok(_) => return Err(invalid("status", "must be a JSON object")),
             Err(e) => return Err(invalid("status", format!("not JSON: {e}"))),
         },
     };
+    if response.conditions.len() > MAX_CONDITIONS {
+        return Err(invalid(
+            "conditions",
+            format!(
+                "{} conditions, more than {MAX_CONDITIONS}",
+                response.conditions.len()
+            ),
+        ));
+    }
+    if response.events.len() > MAX_EVENTS {
+        return Err(invalid(
+            "events",
+            format!("{} events, more than {MAX_EVENTS}", response.events.len()),
+        ));
+    }
     let mut types_seen = HashSet::new();
     let mut conditions = Vec::with_capacity(response.conditions.len());
     for (i, c) in response.conditions.into_iter().enumerate() {
-        if c.type_.is_empty() {
+        if let Err(reason) = check_reason(&c.type_) {
+            return Err(invalid(format!("conditions[{i}].type"), reason));
+        }
+        if c.type_ == SYNCED {
             return Err(invalid(
                 format!("conditions[{i}].type"),
-                "must not be empty",
+                "Synced is the host's condition: it says whether the host's last reconcile went through",
             ));
+        }
+        if !c.reason.is_empty()
+            && let Err(reason) = check_reason(&c.reason)
+        {
+            return Err(invalid(format!("conditions[{i}].reason"), reason));
         }
         if !types_seen.insert(c.type_.clone()) {
             return Err(invalid(
@@ -107,13 +187,13 @@ pub fn validate(
             type_: c.type_,
             status,
             reason: c.reason,
-            message: c.message,
+            message: printable(&c.message, MAX_CONDITION_MESSAGE),
         });
     }
     let mut events = Vec::with_capacity(response.events.len());
     for (i, e) in response.events.into_iter().enumerate() {
-        if e.reason.is_empty() {
-            return Err(invalid(format!("events[{i}].reason"), "must not be empty"));
+        if let Err(reason) = check_reason(&e.reason) {
+            return Err(invalid(format!("events[{i}].reason"), reason));
         }
         let type_ = match e.type_ {
             types::EventType::Normal => EventType::Normal,
@@ -122,7 +202,7 @@ pub fn validate(
         events.push(Event {
             type_,
             reason: e.reason,
-            message: e.message,
+            message: printable(&e.message, MAX_EVENT_NOTE),
         });
     }
     Ok(Desired {
@@ -130,7 +210,9 @@ pub fn validate(
         status,
         conditions,
         events,
-        requeue_after: response.requeue_after_ms.map(Duration::from_millis),
+        requeue_after: response
+            .requeue_after_ms
+            .map(|ms| Duration::from_millis(ms).max(MIN_REQUEUE_AFTER)),
         finalized: response.finalized,
     })
 }
@@ -140,6 +222,7 @@ fn validate_child(
     parent_ns: &str,
     path: &str,
     text: &str,
+    child_finalizers: bool,
 ) -> Result<Value, CallErrorKind> {
     let child: Value =
         serde_json::from_str(text).map_err(|e| invalid(path, format!("not JSON: {e}")))?;
@@ -198,8 +281,35 @@ fn validate_child(
             "children need a fixed name so the host can find them again",
         ));
     }
+    for field in SERVER_SET {
+        if meta.contains_key(*field) {
+            return Err(invalid(
+                format!("{path}.metadata.{field}"),
+                "set by the API server, never by a plugin",
+            ));
+        }
+    }
+    if meta.contains_key("finalizers") && !child_finalizers {
+        return Err(invalid(
+            format!("{path}.metadata.finalizers"),
+            "a finalizer on a child could keep it (and its parent's deletion) forever; the host's operator has not allowed plugins to set them (--allow-child-finalizers)",
+        ));
+    }
     Ok(child)
 }
+
+/// Metadata the API server writes. A plugin that sets them is trying to steer the server (a
+/// stale resourceVersion makes every apply a conflict) or to forge history.
+const SERVER_SET: &[&str] = &[
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+];
 
 /// A DNS subdomain (RFC 1123), as Kubernetes requires of most object names.
 fn check_name(name: &str) -> Result<(), String> {
@@ -230,9 +340,40 @@ pub fn check_info(info: &PluginInfo) -> Result<(), (&'static str, String)> {
             && s.len() <= 63
             && s.chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !s.starts_with('-')
+            && !s.ends_with('-')
     };
     if !label(&info.name) {
-        return Err(("name", format!("{:?} is not a DNS label", info.name)));
+        return Err((
+            "name",
+            format!("{:?} is not a DNS label", printable(&info.name, 64)),
+        ));
+    }
+    let version_ok = info.version.len() <= 64
+        && info
+            .version
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-+_".contains(c));
+    if !version_ok {
+        return Err((
+            "version",
+            format!(
+                "{:?} is not a version (letters, digits, . - + _, at most 64)",
+                printable(&info.version, 64)
+            ),
+        ));
+    }
+    if let Some(own) = info
+        .children
+        .iter()
+        .find(|c| c.matches(&info.parent.api_version, &info.parent.kind))
+    {
+        return Err((
+            "children",
+            format!(
+                "{own} is the plugin's own parent kind: the host would reconcile what the plugin creates as new parents"
+            ),
+        ));
     }
     let kinds = std::iter::once(("parent", &info.parent))
         .chain(info.children.iter().map(|k| ("children", k)))

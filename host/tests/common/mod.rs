@@ -69,10 +69,26 @@ impl World {
 
     /// Like [`World::host`], with more `reconhost run` arguments.
     pub async fn host_with(&self, plugins: &[&str], env: &[(&str, &str)], args: &[&str]) -> Host {
+        self.host_in(&self.namespace, plugins, env, args).await
+    }
+
+    /// A host that watches every namespace, as one installed in a cluster does. Only for suites
+    /// whose parents no other suite creates at the same time.
+    pub async fn host_everywhere(&self, args: &[&str]) -> Host {
+        self.host_in("", &[], &[], args).await
+    }
+
+    async fn host_in(
+        &self,
+        namespace: &str,
+        plugins: &[&str],
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Host {
         let options = HostOptions {
             binary: PathBuf::from(env!("CARGO_BIN_EXE_reconhost")),
             kubeconfig: self.cluster.kubeconfig().to_owned(),
-            namespace: self.namespace.clone(),
+            namespace: namespace.to_owned(),
             plugins: plugins.iter().map(|p| plugin(p)).collect(),
             log_dir: std::env::temp_dir().join(format!("reconhost-test-{}", self.namespace)),
             args: args.iter().map(|a| a.to_string()).collect(),

@@ -81,8 +81,32 @@ impl World {
         body
     }
 
-    /// A ServiceAccount in this namespace, for `serviceAccountRef`.
+    /// A ServiceAccount in this namespace, for `serviceAccountRef`, with every right in this
+    /// namespace (where the test's parents and children are): what the lifecycle suites need,
+    /// which are not about authority.
     pub async fn service_account(&self, name: &str) {
+        self.bare_service_account(name).await;
+        let api = self.api(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+        );
+        let body = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": format!("{name}-admin"), "namespace": self.namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "namespace": self.namespace, "name": name}]});
+        api.patch(
+            &format!("{name}-admin"),
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("binding ServiceAccount {name}: {e}"));
+    }
+
+    /// A ServiceAccount in this namespace with no rights at all.
+    pub async fn bare_service_account(&self, name: &str) {
         let api = self.api("", "v1", "ServiceAccount", "serviceaccounts");
         let body = json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": name, "namespace": self.namespace}});

@@ -1,0 +1,216 @@
+//! Whether a ServiceAccount may do something, as the API server's authorizers say: a
+//! SubjectAccessReview per question, answers cached with kube-apiserver's webhook-authorizer
+//! lifetimes (allowed 5 min, denied 30 s), so a grant takes effect within half a minute and a
+//! revocation within five.
+//!
+//! Reads a plugin makes during a call are answered from the cache only ([`Access::cached`]): a
+//! call runs under a deadline and must not wait on the network. What is not known yet is asked
+//! between calls ([`Access::check`]).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::{Api, PostParams};
+
+use super::Identity;
+
+/// How long an allowed answer is trusted (kube-apiserver's
+/// `--authorization-webhook-cache-authorized-ttl` default).
+pub const ALLOWED_TTL: Duration = Duration::from_secs(300);
+
+/// How long a denied answer is trusted (`--authorization-webhook-cache-unauthorized-ttl`).
+pub const DENIED_TTL: Duration = Duration::from_secs(30);
+
+/// Bound on cached answers; past it, expired ones are dropped.
+const PRUNE_AT: usize = 10_000;
+
+/// One question: may the ServiceAccount `verb` this resource (in this namespace; empty for
+/// every namespace or a cluster-scoped resource)?
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Question {
+    /// `get`, `list`, `watch`, `create`, `patch`, `update`, `delete`.
+    pub verb: String,
+    /// The API group, empty for the core group.
+    pub group: String,
+    /// The resource (plural), with `/subresource` when it is one.
+    pub resource: String,
+    /// The namespace, or empty.
+    pub namespace: String,
+}
+
+impl Question {
+    /// A question.
+    pub fn new(verb: &str, group: &str, resource: &str, namespace: &str) -> Self {
+        Self {
+            verb: verb.to_owned(),
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+            namespace: namespace.to_owned(),
+        }
+    }
+
+    /// The same question for every namespace.
+    pub fn cluster_wide(&self) -> Self {
+        Self {
+            namespace: String::new(),
+            ..self.clone()
+        }
+    }
+}
+
+impl std::fmt::Display for Question {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() {
+            String::new()
+        } else {
+            format!(".{}", self.group)
+        };
+        let (resource, sub) = match self.resource.split_once('/') {
+            Some((r, s)) => (r, format!("/{s}")),
+            None => (self.resource.as_str(), String::new()),
+        };
+        let scope = if self.namespace.is_empty() {
+            "in all namespaces".to_owned()
+        } else {
+            format!("in namespace {}", self.namespace)
+        };
+        write!(f, "{} {resource}{group}{sub} {scope}", self.verb)
+    }
+}
+
+/// An answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether it is allowed.
+    pub allowed: bool,
+    /// The authorizer's reason, when it gave one.
+    pub reason: String,
+}
+
+/// The cached answers of the host's SubjectAccessReviews.
+pub struct Access {
+    client: kube::Client,
+    answers: Mutex<HashMap<(Identity, Question), (Decision, Instant)>>,
+}
+
+impl Access {
+    /// Answers asked with `client` (which needs `create` on subjectaccessreviews).
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            client,
+            answers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cached answer, if it is still fresh.
+    pub fn cached(&self, who: &Identity, question: &Question) -> Option<Decision> {
+        let answers = self.answers.lock().expect("access lock poisoned");
+        let (decision, at) = answers.get(&(who.clone(), question.clone()))?;
+        let ttl = if decision.allowed {
+            ALLOWED_TTL
+        } else {
+            DENIED_TTL
+        };
+        (at.elapsed() < ttl).then(|| decision.clone())
+    }
+
+    /// Whether `who` may read with `verb` in `namespace`: allowed for every namespace, or in
+    /// this one. `None` while neither answer is known.
+    pub fn may(&self, who: &Identity, question: &Question) -> Option<Decision> {
+        let all = self.cached(who, &question.cluster_wide());
+        if all.as_ref().is_some_and(|d| d.allowed) || question.namespace.is_empty() {
+            return all;
+        }
+        self.cached(who, question)
+    }
+
+    /// The answer, from the cache or a SubjectAccessReview.
+    pub async fn check(
+        &self,
+        who: &Identity,
+        question: &Question,
+    ) -> Result<Decision, kube::Error> {
+        if let Some(decision) = self.cached(who, question) {
+            return Ok(decision);
+        }
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(who.user()),
+                groups: Some(who.groups()),
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(question.verb.clone()),
+                    group: Some(question.group.clone()),
+                    resource: Some(
+                        question
+                            .resource
+                            .split_once('/')
+                            .map_or(question.resource.as_str(), |(r, _)| r)
+                            .to_owned(),
+                    ),
+                    subresource: question.resource.split_once('/').map(|(_, s)| s.to_owned()),
+                    namespace: (!question.namespace.is_empty()).then(|| question.namespace.clone()),
+                    ..ResourceAttributes::default()
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let answer = api.create(&PostParams::default(), &review).await?;
+        let status = answer.status.unwrap_or_default();
+        let decision = Decision {
+            allowed: status.allowed,
+            reason: status.reason.unwrap_or_default(),
+        };
+        let mut answers = self.answers.lock().expect("access lock poisoned");
+        if answers.len() >= PRUNE_AT {
+            answers.retain(|_, (d, at)| {
+                at.elapsed() < if d.allowed { ALLOWED_TTL } else { DENIED_TTL }
+            });
+        }
+        answers.insert(
+            (who.clone(), question.clone()),
+            (decision.clone(), Instant::now()),
+        );
+        Ok(decision)
+    }
+
+    /// Whether `who` may, asking whatever is not cached: every namespace first, then this one.
+    pub async fn check_read(
+        &self,
+        who: &Identity,
+        question: &Question,
+    ) -> Result<Decision, kube::Error> {
+        let all = self.check(who, &question.cluster_wide()).await?;
+        if all.allowed || question.namespace.is_empty() {
+            return Ok(all);
+        }
+        self.check(who, question).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn questions_should_read_like_rbac() {
+        let q = Question::new("list", "apps", "deployments", "shop");
+        assert_eq!(q.to_string(), "list deployments.apps in namespace shop");
+        let q = Question::new("patch", "example.com", "widgets/status", "");
+        assert_eq!(
+            q.to_string(),
+            "patch widgets.example.com/status in all namespaces"
+        );
+        assert_eq!(
+            Question::new("get", "", "secrets", "a")
+                .cluster_wide()
+                .namespace,
+            ""
+        );
+    }
+}

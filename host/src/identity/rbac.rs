@@ -1,0 +1,168 @@
+//! What a plugin needs its ServiceAccount to be allowed, derived from what it declares: the
+//! rules `reconhost plugin rbac` prints, and the questions behind the `Authorized` condition.
+//!
+//! - the parent kind: `get`, `list`, `watch` (the plugin sees its parents), `patch` and `update`
+//!   (the host's finalizer), `patch` on `/status`, `update` on `/finalizers` (an ownerReference
+//!   with `blockOwnerDeletion`, which the host sets on every child, needs it where the
+//!   OwnerReferencesPermissionEnforcement admission plugin runs);
+//! - each child kind: `get`, `list`, `watch`, `create`, `patch`, `update`, `delete`;
+//! - each kind it reads: `get`, `list`, `watch`;
+//! - `events.k8s.io` events: `create`, `patch` (Warning and Normal events on parents).
+
+use serde_json::{Value, json};
+
+use super::Identity;
+use super::access::Question;
+use crate::cache::ResolvedKind;
+
+/// One rule: verbs on a resource of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// The API group (empty for core).
+    pub group: String,
+    /// The resource, with `/subresource` when it is one.
+    pub resource: String,
+    /// The verbs.
+    pub verbs: Vec<&'static str>,
+    /// Whether the resource lives in namespaces.
+    pub namespaced: bool,
+}
+
+const READ: [&str; 3] = ["get", "list", "watch"];
+const WRITE: [&str; 7] = [
+    "get", "list", "watch", "create", "patch", "update", "delete",
+];
+
+/// The rules for a plugin with this parent, these children and these read kinds.
+pub fn rules(
+    parent: &ResolvedKind,
+    children: &[ResolvedKind],
+    reads: &[ResolvedKind],
+) -> Vec<Rule> {
+    let rule = |kind: &ResolvedKind, sub: &str, verbs: &[&'static str]| Rule {
+        group: kind.resource.group.clone(),
+        resource: format!("{}{sub}", kind.resource.plural),
+        verbs: verbs.to_vec(),
+        namespaced: kind.namespaced,
+    };
+    let mut rules = vec![
+        rule(parent, "", &["get", "list", "watch", "patch", "update"]),
+        rule(parent, "/status", &["get", "patch", "update"]),
+        rule(parent, "/finalizers", &["update"]),
+    ];
+    rules.extend(children.iter().map(|c| rule(c, "", &WRITE)));
+    for read in reads {
+        // A kind that is also a child already has every read verb.
+        if !children.iter().any(|c| c.group_kind() == read.group_kind()) {
+            rules.push(rule(read, "", &READ));
+        }
+    }
+    rules.push(Rule {
+        group: "events.k8s.io".into(),
+        resource: "events".into(),
+        verbs: vec!["create", "patch"],
+        namespaced: true,
+    });
+    rules
+}
+
+/// Every rule as questions, one per verb: for every namespace, or for `namespace` when the
+/// host works in that one only (namespaced resources; cluster-scoped ones are asked as such).
+pub fn questions(rules: &[Rule], namespace: Option<&str>) -> Vec<Question> {
+    rules
+        .iter()
+        .flat_map(|r| {
+            let namespace = if r.namespaced {
+                namespace.unwrap_or("")
+            } else {
+                ""
+            };
+            r.verbs
+                .iter()
+                .map(move |v| Question::new(v, &r.group, &r.resource, namespace))
+        })
+        .collect()
+}
+
+/// A ClusterRole with the rules and a ClusterRoleBinding of it to the ServiceAccount, as
+/// Kubernetes objects (JSON). Cluster-wide because a plugin reconciles its parents in every
+/// namespace; bind the ClusterRole with RoleBindings instead to confine it to some.
+pub fn manifests(plugin: &str, who: &Identity, rules: &[Rule]) -> Vec<Value> {
+    let name = format!("reconhost-plugin-{plugin}");
+    let labels =
+        json!({"app.kubernetes.io/managed-by": "reconhost", "reconhost.dev/plugin": plugin});
+    let rules: Vec<Value> = rules
+        .iter()
+        .map(|r| json!({"apiGroups": [r.group], "resources": [r.resource], "verbs": r.verbs}))
+        .collect();
+    vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name, "labels": labels}, "rules": rules}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name, "labels": labels},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "namespace": who.namespace, "name": who.name}]}),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::ApiResource;
+
+    fn kind(group: &str, kind: &str, plural: &str) -> ResolvedKind {
+        ResolvedKind {
+            resource: ApiResource {
+                group: group.into(),
+                version: "v1".into(),
+                api_version: if group.is_empty() {
+                    "v1".into()
+                } else {
+                    format!("{group}/v1")
+                },
+                kind: kind.into(),
+                plural: plural.into(),
+            },
+            namespaced: true,
+            has_status: true,
+        }
+    }
+
+    #[test]
+    fn rules_should_cover_parent_children_reads_and_events() {
+        let parent = kind("example.com", "Widget", "widgets");
+        let children = [
+            kind("apps", "Deployment", "deployments"),
+            kind("", "ConfigMap", "configmaps"),
+        ];
+        let reads = [
+            kind("", "ConfigMap", "configmaps"),
+            kind("", "Secret", "secrets"),
+        ];
+        let rules = rules(&parent, &children, &reads);
+        let find = |resource: &str| rules.iter().find(|r| r.resource == resource).cloned();
+        assert_eq!(
+            find("widgets/status").unwrap().verbs,
+            ["get", "patch", "update"]
+        );
+        assert_eq!(find("widgets/finalizers").unwrap().verbs, ["update"]);
+        assert!(find("deployments").unwrap().verbs.contains(&"delete"));
+        assert_eq!(
+            rules.iter().filter(|r| r.resource == "configmaps").count(),
+            1,
+            "a read kind that is a child needs no second rule"
+        );
+        assert_eq!(find("secrets").unwrap().verbs, ["get", "list", "watch"]);
+        assert_eq!(find("events").unwrap().group, "events.k8s.io");
+        let questions = questions(&rules, None);
+        assert!(questions.contains(&Question::new("list", "", "secrets", "")));
+        let scoped = super::questions(&rules, Some("team"));
+        assert!(scoped.contains(&Question::new("list", "", "secrets", "team")));
+        let objects = manifests("widget", &Identity::new("plugins", "widget"), &rules);
+        assert_eq!(objects[1]["subjects"][0]["name"], "widget");
+        assert_eq!(
+            objects[1]["roleRef"]["name"],
+            objects[0]["metadata"]["name"]
+        );
+    }
+}
