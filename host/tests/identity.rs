@@ -692,3 +692,40 @@ async fn a_parent_the_plugin_never_releases_should_be_released_after_its_timeout
     );
     world.uninstall(PROBE_RP).await;
 }
+
+#[tokio::test]
+async fn plugins_whose_children_feed_each_other_should_not_both_run() {
+    let world = World::new("id-cycle").await;
+    let _suite = exclusive(&world.client).await;
+    world.service_account("plugin").await;
+    let _host = world.host(&[], &[]).await;
+    world
+        .install_probe("identity-cycle-a", "plugin", None)
+        .await;
+    world.plugin_ready(PROBE_RP).await;
+    world
+        .plugin_config_map("cycle-b", &plugin("identity-cycle-b"))
+        .await;
+    let stamp_rp = "stamp.test.reconhost.dev";
+    world
+        .apply_plugin(&world.reconcile_plugin(
+            stamp_rp,
+            ["test.reconhost.dev/v1", "Stamp"],
+            &digest_of(&plugin("identity-cycle-b")),
+            world.config_map_source("cycle-b"),
+        ))
+        .await;
+    let rp = world
+        .plugin_status(stamp_rp, "Ready=False/Cycle", |rp| {
+            has(rp, "Ready", "False", "Cycle")
+        })
+        .await;
+    assert!(
+        cond(&rp, "Ready").2.contains(
+            "Stamp.test.reconhost.dev → Probe.test.reconhost.dev → Stamp.test.reconhost.dev"
+        ),
+        "{rp}"
+    );
+    world.uninstall(stamp_rp).await;
+    world.uninstall(PROBE_RP).await;
+}

@@ -46,9 +46,15 @@ pub struct Reconciler {
     metrics: PluginMetrics,
     /// Parents whose last reconcile failed for good: UID and the generation that failed.
     permanent: Mutex<HashMap<ObjectKey, (String, i64)>>,
+    /// Conflicts (409) in a row per parent, cleared by a reconcile that goes through.
+    conflicts: Mutex<HashMap<ObjectKey, u32>>,
     /// What was last applied to each child, for children the API server normalised.
     applied: Applied,
 }
+
+/// Conflicts in a row after which a parent shows them: one is the normal outcome of racing
+/// another writer, five in a row is something that does not go away by itself.
+const CONFLICTS_SHOWN_AFTER: u32 = 5;
 
 /// What the reconciler is built from.
 pub struct Parts {
@@ -83,6 +89,7 @@ impl Reconciler {
             applier: parts.applier,
             metrics: parts.metrics,
             permanent: Mutex::new(HashMap::new()),
+            conflicts: Mutex::new(HashMap::new()),
             applied: Applied::default(),
         }
     }
@@ -95,6 +102,10 @@ impl Reconciler {
             self.deps.forget(key);
             self.applied.forget(key);
             self.permanent_lock().remove(key);
+            self.conflicts
+                .lock()
+                .expect("conflict lock poisoned")
+                .remove(key);
             debug!(plugin = %name, parent = %key, "parent is gone");
             return Next::Done;
         };
@@ -226,6 +237,10 @@ impl Reconciler {
             .events(&request.parent, &outcome.desired.events)
             .await;
         self.permanent_lock().remove(key);
+        self.conflicts
+            .lock()
+            .expect("conflict lock poisoned")
+            .remove(key);
         let changes = plan
             .children
             .iter()
@@ -343,8 +358,19 @@ impl Reconciler {
     async fn apply_failed(&self, key: &ObjectKey, parent: &Value, error: ApplyError) -> Next {
         let name = &self.plugin.info().name;
         if error.is_conflict() {
-            // Racing another writer; the next attempt sees its change.
-            debug!(plugin = %name, parent = %key, %error, "conflict; retrying");
+            // Racing another writer; the next attempt sees its change. One that keeps coming
+            // back is shown, never taken for success.
+            let in_a_row = {
+                let mut conflicts = self.conflicts.lock().expect("conflict lock poisoned");
+                let n = conflicts.entry(key.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            debug!(plugin = %name, parent = %key, %error, in_a_row, "conflict; retrying");
+            if in_a_row >= CONFLICTS_SHOWN_AFTER {
+                let message = format!("{in_a_row} conflicts in a row: {error}");
+                self.report(parent, "ApplyConflict", &message).await;
+            }
             return Next::Retry;
         }
         let message = error.to_string();

@@ -1,0 +1,24 @@
+//! Test plugin: `Probe` parents with `Stamp` children. With its twin, which makes
+//! `Probe` children of `Stamp` parents, the host would reconcile its own output without
+//! end; the host refuses the second of the two.
+#![allow(missing_docs, reason = "a test fixture")]
+
+use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response};
+
+struct Plugin;
+
+impl Reconciler for Plugin {
+    fn info() -> Info {
+        Info::new(
+            "probes-make-stamps",
+            Kind::new("test.reconhost.dev/v1", "Probe"),
+        )
+        .child(Kind::new("test.reconhost.dev/v1", "Stamp"))
+    }
+
+    fn reconcile(_: Request) -> Result<Response, Error> {
+        Ok(Response::new())
+    }
+}
+
+reconhost_sdk::export!(Plugin);
