@@ -12,9 +12,14 @@ PLUGIN_DIR := $(TARGET_DIR)/plugins
 export RECONHOST_PLUGIN_DIR := $(PLUGIN_DIR)
 # The checkout the harness installs CRDs from (a target directory may be shared by several).
 export RECONHOST_ROOT := $(CURDIR)
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+# The image: a static release build (glibc, crt-static) and an OCI layout written by a script.
+STATIC_TARGET := x86_64-unknown-linux-gnu
+STATIC := $(TARGET_DIR)/$(STATIC_TARGET)/release/reconhost
+export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver
 
-.PHONY: run test build plugins bench bench-converge bench-install tools k8s crds lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test build plugins bench bench-converge bench-install image tools k8s crds lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -43,9 +48,16 @@ bench-converge: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench converge
 
-## tools: the Go-built tools, each once into a version-keyed cache: the control plane and the OCI tools
+## tools: the Go-built tools, each once into a version-keyed cache: the control plane, the OCI tools, helm
 tools: k8s
 	@bash tools/oci/build.sh >/dev/null
+	@bash tools/helm/build.sh >/dev/null
+
+## image: the container image as an OCI layout in target/image/oci (reconhost:<version>), and the Containerfile's build context
+image:
+	RUSTFLAGS="-C target-feature=+crt-static -C strip=symbols" $(CARGO) build --release --locked -p reconhost --bin reconhost --target $(STATIC_TARGET)
+	rm -rf $(RECONHOST_IMAGE_DIR)
+	RECONHOST_VERSION=$(VERSION) python3 scripts/mkimage.py $(STATIC) /etc/ssl/certs/ca-certificates.crt $(RECONHOST_IMAGE_DIR)/oci reconhost:$(VERSION) $(RECONHOST_IMAGE_DIR)/context
 
 ## bench-install: time from a ReconcilePlugin to the first reconcile (cold, cached) and an upgrade under load
 bench-install: tools plugins

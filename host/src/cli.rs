@@ -181,6 +181,18 @@ pub struct RunArgs {
     /// Components compiled at once (compiling is CPU-bound and parallel already).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_compiles: u16,
+    /// Elect a leader among the replicas (a Lease): only the leader reconciles; every replica
+    /// keeps its caches and plugins warm. controller-runtime's timings: lease 15 s, renew
+    /// deadline 10 s, retry 2 s.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// The namespace of the leader-election Lease. Default: the namespace of the
+    /// ServiceAccount the host runs as (in a cluster).
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+    /// The name of the leader-election Lease.
+    #[arg(long, default_value = "reconhost-leader")]
+    pub leader_election_id: String,
     /// Let plugins reconcile built-in kinds (ConfigMaps, Deployments, ...), not only custom
     /// resources. A plugin for a built-in kind puts its finalizer and status on every such
     /// object in the cluster.

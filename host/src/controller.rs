@@ -59,6 +59,9 @@ pub struct Context {
     pub access: Arc<crate::identity::access::Access>,
     /// Whether a plugin may reconcile a built-in kind (`--allow-builtin-parents`).
     pub allow_builtin_parents: bool,
+    /// Whether this replica leads (always, without leader election): worker pools run only
+    /// while it does; caches and generations are kept either way.
+    pub leading: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The controller of one parent kind.
@@ -161,7 +164,7 @@ impl Controller {
             .write()
             .expect("generation lock poisoned")
             .replace(next.clone());
-        if !pools.suspended {
+        if !pools.suspended && self.leads() {
             pools.running = Some(self.start_pool(&next));
         }
         if let Some(pool) = old_pool {
@@ -190,10 +193,33 @@ impl Controller {
         let mut pools = self.pools.lock().await;
         pools.suspended = false;
         if pools.running.is_none()
+            && self.leads()
             && let Some(current) = self.current()
         {
             pools.running = Some(self.start_pool(&current));
         }
+    }
+
+    /// Follows a change of leadership: a new leader starts its pool (unless suspended); a
+    /// replica that lost the lease stops reconciling at once, without waiting for in-flight
+    /// reconciles, whose writes could now race the new leader's.
+    pub async fn lead(&self, leading: bool) {
+        let mut pools = self.pools.lock().await;
+        if leading {
+            if pools.running.is_none()
+                && !pools.suspended
+                && let Some(current) = self.current()
+            {
+                pools.running = Some(self.start_pool(&current));
+            }
+        } else if let Some(pool) = pools.running.take() {
+            pool.stop.stop();
+            pool.task.abort();
+        }
+    }
+
+    fn leads(&self) -> bool {
+        *self.ctx.leading.borrow()
     }
 
     /// Whether the controller is suspended.

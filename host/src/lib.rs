@@ -20,6 +20,7 @@
 //! - [`run`]: the long-running host process (`reconhost run`) and its shutdown flow.
 //! - [`supervisor`]: the running controllers, added, swapped and removed while the host runs.
 //! - [`lifecycle`]: the ReconcilePlugin controller (install, upgrade, suspend, uninstall).
+//! - [`leader`]: leader election among replicas (only the leader reconciles).
 //! - [`api`]: the ReconcilePlugin resource's types; the CRD is generated from them.
 //! - [`source`]: fetching components from ConfigMaps and OCI registries, verified by digest.
 //! - [`identity`]: acting as each plugin's ServiceAccount (impersonated writes, authorized
@@ -41,6 +42,7 @@ pub mod cache;
 pub mod cli;
 pub mod controller;
 pub mod identity;
+pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod model;

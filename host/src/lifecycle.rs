@@ -91,6 +91,8 @@ pub struct Lifecycle {
     client: kube::Client,
     supervisor: Arc<Supervisor>,
     access: Arc<Access>,
+    /// Whether this replica leads (writes are the leader's).
+    leading: watch::Receiver<bool>,
     loader: Loader,
     defaults: Defaults,
     /// Namespaced parents are released only here when the host watches one namespace.
@@ -124,6 +126,7 @@ impl Lifecycle {
         let lifecycle = Arc::new(Self {
             client: informers.client().clone(),
             access: supervisor.context().access.clone(),
+            leading: supervisor.context().leading.clone(),
             supervisor,
             loader,
             defaults,
@@ -165,6 +168,23 @@ impl Lifecycle {
         *self.initial.lock().expect("lifecycle lock poisoned") = Some(first);
         if empty {
             self.ready.send_replace(true);
+        }
+        // A new leader writes what the previous one may not have: every status, again.
+        {
+            let (mut leading, plugins, queue) = (
+                self.leading.clone(),
+                self.plugins.clone(),
+                self.queue.clone(),
+            );
+            tokio::spawn(async move {
+                while leading.changed().await.is_ok() {
+                    if *leading.borrow_and_update() {
+                        for key in plugins.store().keys() {
+                            queue.add(key, Priority::Normal);
+                        }
+                    }
+                }
+            });
         }
         let this = self.clone();
         workers::run(
@@ -219,10 +239,18 @@ impl Lifecycle {
                 return Next::Terminal;
             }
         };
+        // Every replica loads and prepares plugins (so a new leader serves at once); only the
+        // leader writes: status, finalizers, the release of parents.
+        let leading = *self.leading.borrow();
         if crate::model::is_deleting(&object) {
+            if !leading {
+                self.forget(name).await;
+                return Next::Done;
+            }
             return self.uninstall(name, &rp, &object).await;
         }
-        if !has_finalizer(&object)
+        if leading
+            && !has_finalizer(&object)
             && let Err(error) = self.finalizer(&object, true).await
         {
             warn!(plugin = name, %error, "adding the uninstall finalizer failed; retrying");
@@ -293,7 +321,7 @@ impl Lifecycle {
             failure.as_ref(),
             &authorized,
         );
-        if let Err(error) = self.write_status(name, &object, &wanted).await {
+        if leading && let Err(error) = self.write_status(name, &object, &wanted).await {
             warn!(plugin = name, %error, "writing the ReconcilePlugin status failed; retrying");
             return Next::Retry;
         }

@@ -33,6 +33,7 @@ use crate::cli::RunArgs;
 use crate::controller::workers::stop_signal;
 use crate::controller::{Context, Spec};
 use crate::identity::access::Access;
+use crate::leader::{self, Election};
 use crate::lifecycle::load::Loader;
 use crate::lifecycle::{Defaults, Lifecycle};
 use crate::metrics::Metrics;
@@ -56,6 +57,33 @@ pub async fn run(
     let metrics = Metrics::new();
     let informers = Informers::new(client.clone(), args.namespace.clone());
     let grace = Duration::from_secs(args.graceful_shutdown_seconds);
+    let (stop_election, election_stop) = stop_signal();
+    let (leading_tx, leading) = watch::channel(!args.leader_elect);
+    let election = if args.leader_elect {
+        let namespace = match &args.leader_election_namespace {
+            Some(ns) => ns.clone(),
+            None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                .map(|ns| ns.trim().to_owned())
+                .context("--leader-elect needs --leader-election-namespace outside a cluster")?,
+        };
+        let election = Election {
+            namespace,
+            name: args.leader_election_id.clone(),
+            identity: leader::identity(),
+        };
+        info!(lease = %format!("{}/{}", election.namespace, election.name),
+              identity = %election.identity, "leader election: reconciling only while leading");
+        Some(tokio::spawn(leader::run(
+            client.clone(),
+            election,
+            leading_tx,
+            election_stop,
+        )))
+    } else {
+        // No election: this replica always leads. The sender is kept so the value never ends.
+        std::mem::forget(leading_tx);
+        None
+    };
     let ctx = Context {
         informers: informers.clone(),
         client: client.clone(),
@@ -65,6 +93,7 @@ pub async fn run(
         grace,
         access: Arc::new(Access::new(client.clone())),
         allow_builtin_parents: args.allow_builtin_parents,
+        leading,
     };
     let supervisor = Arc::new(Supervisor::new(ctx, args.cache_sync_timeout));
     let concurrency = usize::from(args.max_concurrent_reconciles);
@@ -148,6 +177,11 @@ pub async fn run(
     ready.store(false, Ordering::Relaxed);
     stop_lifecycle.stop();
     supervisor.shutdown().await;
+    // Released only once nothing reconciles any more, so the next leader never overlaps.
+    stop_election.stop();
+    if let Some(election) = election {
+        let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
+    }
     for task in background {
         if tokio::time::timeout(grace, task).await.is_err() {
             warn!("a background task did not stop in time");
@@ -188,6 +222,9 @@ async fn start_lifecycle(
         }
     }
 }
+
+/// Where a pod's ServiceAccount namespace is mounted.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// The supervisor owner of a `--plugin` file.
 fn owner_of(path: &Path) -> String {
@@ -301,15 +338,23 @@ pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
     };
     // Named in the API server's audit log and request metrics, as kube-controller-manager and
     // controller-runtime managers are, so an operator can tell the host's requests apart.
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(USER_AGENT),
-    ));
+    config
+        .headers
+        .push((http::header::USER_AGENT, user_agent()));
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
 /// The User-Agent of every request the host makes.
 const USER_AGENT: &str = concat!("reconhost/", env!("CARGO_PKG_VERSION"));
+
+/// `reconhost/<version> (<host name>)`: with several replicas, the audit log tells which one
+/// made a request (the host name is the pod's name in a cluster).
+fn user_agent() -> http::HeaderValue {
+    std::env::var("HOSTNAME")
+        .ok()
+        .and_then(|host| http::HeaderValue::from_str(&format!("{USER_AGENT} ({host})")).ok())
+        .unwrap_or_else(|| http::HeaderValue::from_static(USER_AGENT))
+}
 
 /// Completes on SIGTERM or SIGINT, whichever comes first.
 pub async fn shutdown_signal() {

@@ -100,7 +100,7 @@ pub enum Applied {
 /// The running controllers by owner.
 pub struct Supervisor {
     ctx: Context,
-    entries: Mutex<HashMap<String, Arc<Controller>>>,
+    entries: Arc<Mutex<HashMap<String, Arc<Controller>>>>,
     /// The child kinds each owner's plugin creates, for the cycle check.
     edges: Mutex<HashMap<String, (GroupKind, Vec<GroupKind>)>>,
     sync_timeout: Duration,
@@ -110,9 +110,29 @@ impl Supervisor {
     /// A supervisor starting controllers on `ctx`, waiting at most `sync_timeout` for a new
     /// generation's caches.
     pub fn new(ctx: Context, sync_timeout: Duration) -> Self {
+        let entries: Arc<Mutex<HashMap<String, Arc<Controller>>>> = Arc::default();
+        // Every controller follows the replica's leadership.
+        let (mut leading, weak) = (ctx.leading.clone(), Arc::downgrade(&entries));
+        tokio::spawn(async move {
+            while leading.changed().await.is_ok() {
+                let now = *leading.borrow_and_update();
+                let Some(entries) = weak.upgrade() else {
+                    return;
+                };
+                let all: Vec<Arc<Controller>> = entries
+                    .lock()
+                    .expect("supervisor lock poisoned")
+                    .values()
+                    .cloned()
+                    .collect();
+                for controller in all {
+                    controller.lead(now).await;
+                }
+            }
+        });
         Self {
             ctx,
-            entries: Mutex::new(HashMap::new()),
+            entries,
             edges: Mutex::new(HashMap::new()),
             sync_timeout,
         }
@@ -359,6 +379,7 @@ mod tests {
             grace: Duration::from_secs(1),
             access: Arc::new(crate::identity::access::Access::new(client.clone())),
             allow_builtin_parents: false,
+            leading: tokio::sync::watch::channel(true).1,
         };
         Supervisor::new(ctx, Duration::from_secs(1))
     }

@@ -579,3 +579,26 @@ fn a_log_line_a_plugin_writes_should_not_forge_another() {
         "no terminal escape reaches the log: {text:?}"
     );
 }
+
+#[test]
+fn an_unwritable_compiled_code_cache_should_cost_a_compile_not_the_plugin() {
+    // A regular file where the cache directory should be: nothing can be created under it,
+    // whoever runs the test (as a read-only root filesystem would refuse).
+    let blocker = std::env::temp_dir().join(format!("reconhost-blocked-{}", std::process::id()));
+    std::fs::write(&blocker, b"not a directory").unwrap();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: blocker.join("compiled"),
+        ..RuntimeConfig::default()
+    })
+    .expect("engine");
+    for _ in 0..2 {
+        let plugin = Plugin::load(&runtime, "webapp", &wasm("webapp"), Limits::default())
+            .expect("loads without a cache");
+        assert_eq!(
+            plugin.provenance(),
+            Provenance::Compiled,
+            "nothing was kept"
+        );
+    }
+    let _ = std::fs::remove_file(blocker);
+}

@@ -37,9 +37,12 @@ pub struct AuditEvent {
     pub request_uri: String,
     /// `ResponseComplete` or `Panic` (`RequestReceived` is omitted by the policy).
     pub stage: String,
-    /// The client's User-Agent header; the host sends `reconhost/<version>`.
+    /// The client's User-Agent header; the host sends `reconhost/<version> (<host name>)`.
     #[serde(default)]
     pub user_agent: String,
+    /// When the API server finished the request (RFC 3339, microseconds).
+    #[serde(default)]
+    pub stage_timestamp: String,
 }
 
 impl AuditEvent {

@@ -103,7 +103,11 @@ impl CompiledCache {
         let serialized = engine
             .precompile_component(bytes)
             .map_err(|e| compile_err(format!("{e:#}")))?;
-        self.store(&path, &serialized)?;
+        if let Err(error) = self.store(&path, &serialized) {
+            // A read-only filesystem (no writable RECONHOST_CACHE under readOnlyRootFilesystem)
+            // costs a compile on every start, not the plugin.
+            warn_unwritable(&error);
+        }
         // SAFETY: `serialized` was produced by this engine a moment ago.
         let component = unsafe { Component::deserialize(engine, &serialized) }
             .map_err(|e| compile_err(format!("{e:#}")))?;
@@ -125,6 +129,14 @@ impl CompiledCache {
         std::fs::write(&tmp, bytes).map_err(|e| err(format!("writing: {e}")))?;
         std::fs::rename(&tmp, path).map_err(|e| err(format!("renaming into place: {e}")))
     }
+}
+
+/// Warns once per process that compiled code cannot be kept.
+fn warn_unwritable(error: &LoadError) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(%error, "the compiled-code cache is not writable; plugins are compiled in memory and again on every start (set RECONHOST_CACHE to a writable directory)");
+    });
 }
 
 /// sha256 of `bytes`, lower-case hex.
