@@ -44,8 +44,8 @@ pub enum PluginCommand {
     Manifest(InstallArgs),
     /// Only upload the component to an OCI registry; print its digest.
     Push(PushArgs),
-    /// Print the ClusterRole and ClusterRoleBinding the plugin's ServiceAccount needs, from what
-    /// the plugin declares (resolved through the cluster's discovery).
+    /// Print the ClusterRole and ClusterRoleBinding the plugin's ServiceAccount needs, and the
+    /// ClusterRole that lets the host watch the plugin's kinds, from what the plugin declares (resolved through the cluster's discovery).
     Rbac(RbacArgs),
 }
 
@@ -89,7 +89,7 @@ pub struct InstallArgs {
     /// with (for --oci).
     #[arg(long, requires = "oci")]
     pub pull_secret: Option<String>,
-    /// Also apply the ClusterRole and ClusterRoleBinding the plugin needs (`reconhost plugin
+    /// Also apply the ClusterRoles and ClusterRoleBinding the plugin needs (`reconhost plugin
     /// rbac`), and create the ServiceAccount if it is missing.
     #[arg(long)]
     pub rbac: bool,
@@ -210,11 +210,15 @@ pub struct RunArgs {
     /// Without it, all namespaces.
     #[arg(long)]
     pub namespace: Option<String>,
-    /// Address of the Prometheus endpoint (/metrics); `0` turns it off.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub metrics_bind_address: String,
-    /// Address of the liveness (/healthz) and readiness (/readyz) endpoints.
-    #[arg(long, default_value = "127.0.0.1:8081")]
+    /// Address of the Prometheus endpoint (/metrics): `host:port`, or `:port` for every
+    /// interface (as controller-runtime reads it); `0` turns it off.
+    // Spelled out so that clap takes the parser's `Option` as the value instead of making the
+    // flag optional (which would expect the parser to return a bare address).
+    #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_optional_bind)]
+    pub metrics_bind_address: std::option::Option<SocketAddr>,
+    /// Address of the liveness (/healthz) and readiness (/readyz) endpoints: `host:port` or
+    /// `:port`.
+    #[arg(long, default_value = "127.0.0.1:8081", value_parser = parse_bind)]
     pub health_probe_bind_address: SocketAddr,
     /// Parents one plugin may reconcile at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
@@ -241,6 +245,24 @@ pub enum LogFormat {
     Json,
 }
 
+/// A listen address as Go's net.Listen takes it: `host:port`, or `:port` for every interface.
+fn parse_bind(text: &str) -> Result<SocketAddr, String> {
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_owned(),
+    };
+    full.parse()
+        .map_err(|e| format!("{text:?} is not an address like 127.0.0.1:8080 or :8080: {e}"))
+}
+
+/// [`parse_bind`], or `0` for no listener at all.
+fn parse_optional_bind(text: &str) -> Result<Option<SocketAddr>, String> {
+    if text.trim() == "0" {
+        return Ok(None);
+    }
+    parse_bind(text).map(Some)
+}
+
 /// A period in Go's duration syntax (`10h`, `1h30m`, `45s`), or `0` for none.
 fn parse_period(text: &str) -> Result<Duration, String> {
     if text.trim() == "0" {
@@ -264,5 +286,43 @@ mod tests {
         assert_eq!(parse_period("0"), Ok(Duration::ZERO));
         assert!(parse_period("-5m").unwrap_err().contains("negative"));
         assert!(parse_period("soon").unwrap_err().contains("\"soon\""));
+    }
+
+    #[test]
+    fn bind_addresses_should_read_like_controller_runtime() {
+        assert_eq!(parse_bind(":8080"), Ok("0.0.0.0:8080".parse().unwrap()));
+        assert_eq!(
+            parse_bind("127.0.0.1:9"),
+            Ok("127.0.0.1:9".parse().unwrap())
+        );
+        assert_eq!(parse_bind("[::1]:9"), Ok("[::1]:9".parse().unwrap()));
+        assert_eq!(parse_optional_bind("0"), Ok(None));
+        assert!(parse_bind("localhost").unwrap_err().contains(":8080"));
+    }
+
+    #[test]
+    fn the_chart_arguments_should_parse() {
+        use clap::{CommandFactory as _, Parser as _};
+        Cli::command().debug_assert();
+        let parsed = Cli::try_parse_from([
+            "reconhost",
+            "run",
+            "--leader-elect",
+            "--metrics-bind-address=:8080",
+            "--health-probe-bind-address=:8081",
+        ])
+        .unwrap();
+        let Command::Run(args) = parsed.command else {
+            panic!("not run: {parsed:?}")
+        };
+        assert_eq!(
+            args.metrics_bind_address,
+            Some("0.0.0.0:8080".parse().unwrap())
+        );
+        let off = Cli::try_parse_from(["reconhost", "run", "--metrics-bind-address=0"]).unwrap();
+        let Command::Run(args) = off.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.metrics_bind_address, None, "0 turns the listener off");
     }
 }

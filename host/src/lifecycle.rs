@@ -19,17 +19,19 @@
 //! waiting for a kind the API server does not serve yet is looked at again every 10 s instead,
 //! so a CRD installed later starts its plugin promptly without the host watching every CRD.
 
+pub mod events;
 pub mod failure;
 pub mod load;
 pub mod spec;
 pub mod status;
 pub mod uninstall;
+pub mod writes;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, watch};
 use tracing::{info, warn};
@@ -38,6 +40,7 @@ pub use self::failure::{Failure, Stage};
 use self::load::{Loader, Obtained};
 use self::spec::fingerprint;
 pub use self::spec::limits_of;
+use self::writes::Writer;
 use crate::api::{self, ReconcilePlugin, UNINSTALL_FINALIZER};
 use crate::cache::{DiscoveryError, InformerRef, Informers, ObjectKey, Registration};
 use crate::controller::queue::{Backoff, Priority, WorkQueue};
@@ -98,6 +101,7 @@ pub struct Lifecycle {
     /// Namespaced parents are released only here when the host watches one namespace.
     namespace: Option<String>,
     plugins: InformerRef,
+    writer: Writer,
     queue: WorkQueue<ObjectKey>,
     installed: Mutex<HashMap<String, Installed>>,
     /// ReconcilePlugins refused for a conflict, to look at again when a plugin goes.
@@ -131,6 +135,7 @@ impl Lifecycle {
             loader,
             defaults,
             namespace: informers.namespace().map(str::to_owned),
+            writer: Writer::new(informers.client().clone(), plugins.clone()),
             plugins: plugins.clone(),
             queue: queue.clone(),
             installed: Mutex::new(HashMap::new()),
@@ -251,7 +256,7 @@ impl Lifecycle {
         }
         if leading
             && !has_finalizer(&object)
-            && let Err(error) = self.finalizer(&object, true).await
+            && let Err(error) = self.writer.finalizer(&object, true).await
         {
             warn!(plugin = name, %error, "adding the uninstall finalizer failed; retrying");
             return Next::Retry;
@@ -321,7 +326,7 @@ impl Lifecycle {
             failure.as_ref(),
             &authorized,
         );
-        if leading && let Err(error) = self.write_status(name, &object, &wanted).await {
+        if leading && let Err(error) = self.writer.status(&object, &wanted).await {
             warn!(plugin = name, %error, "writing the ReconcilePlugin status failed; retrying");
             return Next::Retry;
         }
@@ -343,9 +348,9 @@ impl Lifecycle {
                 }
                 warn!(plugin = name, reason = f.reason, error = %f.message,
                       serving = serving.is_some(), "plugin not installed");
-                // Waiting for something to appear (a CRD, a ServiceAccount): looked at again
-                // every 10 s rather than with a growing backoff.
-                if f.waits_for_kind || f.stage == Stage::Account {
+                // Waiting for something to appear (a CRD, a grant, a ServiceAccount): looked
+                // at again every 10 s rather than with a growing backoff.
+                if f.waits_on_cluster || f.stage == Stage::Account {
                     Next::RequeueAfter(KIND_POLL)
                 } else {
                     Next::Retry
@@ -479,6 +484,9 @@ impl Lifecycle {
             {
                 Ok(released) => {
                     info!(plugin = name, released, "parents released");
+                    self.writer
+                        .event(object, &events::uninstalled(released))
+                        .await;
                 }
                 Err(error) => {
                     warn!(plugin = name, %error, "releasing the parents failed; retrying");
@@ -487,7 +495,7 @@ impl Lifecycle {
             }
         }
         if has_finalizer(object)
-            && let Err(error) = self.finalizer(object, false).await
+            && let Err(error) = self.writer.finalizer(object, false).await
         {
             warn!(plugin = name, %error, "removing the uninstall finalizer failed; retrying");
             return Next::Retry;
@@ -523,62 +531,6 @@ impl Lifecycle {
                 self.queue.add(ObjectKey::new("", other), Priority::Normal);
             }
         }
-    }
-
-    async fn finalizer(&self, object: &Value, add: bool) -> Result<(), kube::Error> {
-        let name = object["metadata"]["name"].as_str().unwrap_or("");
-        let mut finalizers: Vec<Value> = object["metadata"]["finalizers"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if add {
-            finalizers.push(json!(UNINSTALL_FINALIZER));
-        } else {
-            finalizers.retain(|f| f != UNINSTALL_FINALIZER);
-        }
-        let patch = json!({"metadata": {
-            "resourceVersion": object["metadata"]["resourceVersion"],
-            "finalizers": finalizers,
-        }});
-        let api: Api<kube::api::DynamicObject> =
-            Api::all_with(self.client.clone(), &self.plugins.kind().resource);
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(written) => {
-                self.plugins.observe_write(written);
-                Ok(())
-            }
-            Err(kube::Error::Api(s)) if s.code == 404 && !add => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn write_status(
-        &self,
-        name: &str,
-        object: &Value,
-        wanted: &api::ReconcilePluginStatus,
-    ) -> Result<(), kube::Error> {
-        let wanted = serde_json::to_value(wanted).expect("a status serializes");
-        if object.get("status") == Some(&wanted) {
-            return Ok(());
-        }
-        let body = json!({
-            "apiVersion": format!("{}/v1alpha1", api::GROUP),
-            "kind": "ReconcilePlugin",
-            "metadata": {"name": name},
-            "status": wanted,
-        });
-        let api: Api<kube::api::DynamicObject> =
-            Api::all_with(self.client.clone(), &self.plugins.kind().resource);
-        let params = PatchParams::apply(api::HOST_FIELD_MANAGER).force();
-        let written = api
-            .patch_status(name, &params, &Patch::Apply(&body))
-            .await?;
-        self.plugins.observe_write(written);
-        Ok(())
     }
 
     fn publish_states(&self) {

@@ -96,10 +96,12 @@ async fn rbac(
     for kind in &info.reads {
         reads.push(resolve(kind).await?);
     }
-    Ok(crate::identity::rbac::manifests(
+    use crate::identity::rbac;
+    Ok(rbac::manifests(
         &info.name,
         who,
-        &crate::identity::rbac::rules(&parent, &children, &reads),
+        &rbac::rules(&parent, &children, &reads),
+        &rbac::host_rules(&parent, &children, &reads),
     ))
 }
 

@@ -279,11 +279,10 @@ async fn serve_metrics(
     metrics: Arc<Metrics>,
     stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    if args.metrics_bind_address == "0" {
+    let Some(address) = args.metrics_bind_address else {
         return Ok(tokio::spawn(async {}));
-    }
-    let address = &args.metrics_bind_address;
-    let listener = tokio::net::TcpListener::bind(address.as_str())
+    };
+    let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("binding the metrics address {address}"))?;
     info!(address = %listener.local_addr()?, "serving /metrics");

@@ -75,6 +75,16 @@ pub enum SupervisorError {
         /// The kinds along the cycle, starting and ending at the parent kind.
         cycle: Vec<GroupKind>,
     },
+    /// The API server refuses to let the host itself list or watch a kind the plugin uses.
+    #[error(
+        "the host may not list and watch {kind}: {message}; whoever installs the plugin grants it (reconhost plugin rbac prints a ClusterRole labelled reconhost.dev/aggregate-to-host)"
+    )]
+    HostForbidden {
+        /// The kind.
+        kind: GroupKind,
+        /// The API server's message.
+        message: String,
+    },
     /// The plugin's caches did not hold their first list in time.
     #[error("the caches of {} did not sync within {} s (can the host list and watch them?)", kinds.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), after.as_secs())]
     NotSynced {
@@ -245,14 +255,30 @@ impl Supervisor {
         spec: Spec,
     ) -> Result<Option<Arc<crate::controller::Generation>>, SupervisorError> {
         let generation = controller.prepare(spec).await?;
-        if tokio::time::timeout(self.sync_timeout, generation.wait_synced())
-            .await
-            .is_err()
-        {
-            return Err(SupervisorError::NotSynced {
-                kinds: generation.unsynced(),
-                after: self.sync_timeout,
-            });
+        // A refusal seen on two looks a second apart is no RBAC change still propagating:
+        // say so now rather than after the whole sync timeout.
+        let refused = async {
+            let mut seen = false;
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                match generation.forbidden() {
+                    Some((kind, message)) if seen => {
+                        return SupervisorError::HostForbidden { kind, message };
+                    }
+                    found => seen = found.is_some(),
+                }
+            }
+        };
+        tokio::select! {
+            synced = tokio::time::timeout(self.sync_timeout, generation.wait_synced()) => {
+                if synced.is_err() {
+                    return Err(SupervisorError::NotSynced {
+                        kinds: generation.unsynced(),
+                        after: self.sync_timeout,
+                    });
+                }
+            }
+            error = refused => return Err(error),
         }
         Ok(controller.swap(generation).await)
     }

@@ -368,6 +368,17 @@ async fn rbac_should_be_derived_from_what_the_plugin_declares() {
             .await
             .expect("removing what --rbac applied");
     }
+    // The host's share, which an installed chart would aggregate into its own role.
+    kube::Api::<kube::api::DynamicObject>::all_with(
+        world.client.clone(),
+        &kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+            "clusterroles",
+        ),
+    )
+    .delete("reconhost-host-probe", &DeleteParams::default())
+    .await
+    .expect("removing the host's ClusterRole --rbac applied");
 }
 
 #[tokio::test]

@@ -13,6 +13,9 @@ pub const K8S_VERSION: &str = "v1.35.4";
 /// distribution registry and of oras).
 pub const OCI_TOOLS: &str = "registry-v3.1.2-oras-v1.3.6";
 
+/// The helm release tools/helm/build.sh builds (must match `HELM_VERSION` there).
+pub const HELM_VERSION: &str = "v4.3.2";
+
 /// Paths of the built control-plane binaries.
 #[derive(Debug, Clone)]
 pub struct Binaries {
@@ -61,6 +64,16 @@ impl Binaries {
     /// An OCI tool (`registry`, `oras`), built by tools/oci/build.sh (`make tools`).
     pub fn oci_tool(binary: &'static str) -> Result<PathBuf, Error> {
         found(Self::oci_dir().join(binary), binary)
+    }
+
+    /// helm, built by tools/helm/build.sh (`make tools`) into `$RECONHOST_CACHE/helm/<version>`.
+    pub fn helm() -> Result<PathBuf, Error> {
+        let cache = Self::dir()
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        found(cache.join("helm").join(HELM_VERSION).join("helm"), "helm")
     }
 
     /// Finds every binary, or names the first one missing.

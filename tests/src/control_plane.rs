@@ -159,10 +159,12 @@ impl ControlPlane {
         let client = plane.client().await?;
         crate::crds::install(&client, &options.crds).await?;
 
+        // The aggregation controller fills ClusterRoles that select others by label, as the
+        // chart's role for the kinds plugins use does.
         let controllers = if options.workloads {
-            "garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller"
+            "garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller,deployment-controller,replicaset-controller"
         } else {
-            "garbage-collector-controller,namespace-controller"
+            "garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller"
         };
         let kcm_args = vec![
             format!("--kubeconfig={}", plane.kubeconfig().display()),

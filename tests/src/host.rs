@@ -82,7 +82,7 @@ impl Host {
         let start = Instant::now();
         loop {
             self.process.check_alive()?;
-            if let Ok((200, _)) = get(self.probes, "/readyz").await {
+            if let Ok((200, _)) = http_get(self.probes, "/readyz").await {
                 return Ok(());
             }
             if start.elapsed() > timeout {
@@ -99,7 +99,7 @@ impl Host {
 
     /// The text of /metrics.
     pub async fn metrics(&self) -> Result<String, Error> {
-        let (code, body) = get(self.metrics, "/metrics").await?;
+        let (code, body) = http_get(self.metrics, "/metrics").await?;
         if code != 200 {
             return Err(Error::Setup(format!("/metrics answered {code}: {body}")));
         }
@@ -165,7 +165,8 @@ pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64>
     })
 }
 
-fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
+/// N distinct loopback ports free at the moment of the call.
+pub fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
     let io = |source| Error::Io {
         what: "finding a free loopback port".into(),
         source,
@@ -182,7 +183,8 @@ fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
 }
 
 /// A plain HTTP/1.0 GET on loopback: status and body.
-async fn get(port: u16, path: &str) -> Result<(u16, String), Error> {
+/// `GET http://127.0.0.1:<port><path>`: the status code and the body.
+pub async fn http_get(port: u16, path: &str) -> Result<(u16, String), Error> {
     let io = |source| Error::Io {
         what: format!("GET 127.0.0.1:{port}{path}"),
         source,

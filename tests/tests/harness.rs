@@ -13,6 +13,10 @@ use reconhost_tests::registry::{self, recorded_processes};
 use reconhost_tests::support::{eventually, unique_suffix};
 use reconhost_tests::{ControlPlane, Options};
 
+/// Every harness start reaps stale run directories, so these tests take turns: one starting a
+/// control plane would otherwise reap the killed owner's directory before that test looks at it.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn running(pid: u32) -> bool {
     process_start_time(pid).is_some()
 }
@@ -27,6 +31,7 @@ fn port_of(server: &str) -> u16 {
 
 #[tokio::test]
 async fn control_plane_should_serve_and_stop_every_process_when_dropped() {
+    let _turn = SERIAL.lock().await;
     let plane = ControlPlane::start(Options {
         name: Some(format!("drop-{}", unique_suffix())),
         ..Options::default()
@@ -81,6 +86,7 @@ fn cluster_bin() -> Command {
 
 #[tokio::test]
 async fn killed_owner_should_take_its_components_along_and_be_reaped() {
+    let _turn = SERIAL.lock().await;
     let name = format!("killed-{}", unique_suffix());
     let dir = registry::root().join(&name);
     let mut server = cluster_bin()
@@ -143,6 +149,7 @@ fn run(args: &[&str]) -> (bool, String, String) {
 
 #[tokio::test]
 async fn up_and_down_should_be_repeatable() {
+    let _turn = SERIAL.lock().await;
     let name = format!("updown-{}", unique_suffix());
     let (ok, first, err) = run(&["up", "--name", &name]);
     assert!(ok, "up failed: {err}");

@@ -15,7 +15,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::StreamExt as _;
 use kube::api::{Api, DynamicObject};
@@ -73,6 +73,8 @@ pub struct Informer {
     handlers: RwLock<Vec<(u64, Handler)>>,
     next_id: AtomicU64,
     synced: watch::Sender<bool>,
+    /// The API server's refusal of the host's own list or watch (403), until a list succeeds.
+    forbidden: Mutex<Option<String>>,
 }
 
 /// A handler's registration on an informer. Dropping it unregisters the handler; the change
@@ -113,7 +115,18 @@ impl Informer {
             handlers: RwLock::new(Vec::new()),
             next_id: AtomicU64::new(0),
             synced: watch::Sender::new(false),
+            forbidden: Mutex::new(None),
         }
+    }
+
+    /// Why the API server refuses the host's own list or watch of the kind, while it does: the
+    /// host lacks RBAC for it (a ClusterRole labelled `reconhost.dev/aggregate-to-host` grants
+    /// it). Retrying goes on; a later successful list clears it.
+    pub fn forbidden(&self) -> Option<String> {
+        self.forbidden
+            .lock()
+            .expect("informer lock poisoned")
+            .clone()
     }
 
     /// The kind this informer watches.
@@ -283,6 +296,7 @@ impl Informer {
                     } else {
                         debug!(%kind, objects = self.store.len(), "relisted");
                     }
+                    *self.forbidden.lock().expect("informer lock poisoned") = None;
                     self.synced.send_replace(true);
                 }
                 Ok(Event::Apply(object)) => self.apply(self.normalize(object), false),
@@ -291,10 +305,27 @@ impl Informer {
                     let version = object["metadata"]["resourceVersion"].as_str();
                     self.delete(&ObjectKey::of(&object), version);
                 }
-                Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
+                Err(error) => {
+                    if let Some(message) = forbidden(&error) {
+                        *self.forbidden.lock().expect("informer lock poisoned") = Some(message);
+                    }
+                    warn!(%kind, %error, "watch failed; retrying with backoff");
+                }
             }
         }
     }
+}
+
+/// The API server's message when `error` is a 403.
+fn forbidden(error: &watcher::Error) -> Option<String> {
+    let status = match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status,
+        watcher::Error::WatchError(status) => status,
+        _ => return None,
+    };
+    (status.code == 403).then(|| status.message.clone())
 }
 
 #[cfg(test)]

@@ -198,6 +198,13 @@ impl Generation {
         futures::future::join_all(self.informers.iter().map(|i| i.wait_synced())).await;
     }
 
+    /// A kind the API server refuses to let the host list or watch, and its message.
+    pub fn forbidden(&self) -> Option<(GroupKind, String)> {
+        self.informers
+            .iter()
+            .find_map(|i| i.forbidden().map(|m| (i.group_kind(), m)))
+    }
+
     /// The kinds whose first list is not cached yet.
     pub fn unsynced(&self) -> Vec<GroupKind> {
         let mut kinds: Vec<GroupKind> = self

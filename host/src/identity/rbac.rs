@@ -8,6 +8,12 @@
 //! - each child kind: `get`, `list`, `watch`, `create`, `patch`, `update`, `delete`;
 //! - each kind it reads: `get`, `list`, `watch`;
 //! - `events.k8s.io` events: `create`, `patch` (Warning and Normal events on parents).
+//!
+//! The host itself needs to watch the same kinds (its caches are shared by every plugin, and a
+//! plugin's reads are answered from them after a SubjectAccessReview), and to patch the parent
+//! kind (an uninstalled plugin's finalizers come off its parents even when its ServiceAccount is
+//! gone). Those rules go in a ClusterRole labelled [`AGGREGATE_TO_HOST`], which the chart's
+//! aggregated ClusterRole collects: the host never holds a wildcard.
 
 use serde_json::{Value, json};
 
@@ -27,6 +33,9 @@ pub struct Rule {
     /// Whether the resource lives in namespaces.
     pub namespaced: bool,
 }
+
+/// The label that adds a ClusterRole's rules to the host's own (the chart aggregates by it).
+pub const AGGREGATE_TO_HOST: &str = "reconhost.dev/aggregate-to-host";
 
 const READ: [&str; 3] = ["get", "list", "watch"];
 const WRITE: [&str; 7] = [
@@ -66,6 +75,34 @@ pub fn rules(
     rules
 }
 
+/// What the host itself needs for a plugin with these kinds: to watch the parent, the
+/// children and the read kinds, and to patch the parent (releasing finalizers at uninstall).
+pub fn host_rules(
+    parent: &ResolvedKind,
+    children: &[ResolvedKind],
+    reads: &[ResolvedKind],
+) -> Vec<Rule> {
+    let mut rules: Vec<Rule> = Vec::new();
+    for (kind, verbs) in std::iter::once((parent, &["get", "list", "watch", "patch"][..]))
+        .chain(children.iter().chain(reads).map(|k| (k, &READ[..])))
+    {
+        let resource = kind.resource.plural.clone();
+        let group = kind.resource.group.clone();
+        if !rules
+            .iter()
+            .any(|r| r.group == group && r.resource == resource)
+        {
+            rules.push(Rule {
+                group,
+                resource,
+                verbs: verbs.to_vec(),
+                namespaced: kind.namespaced,
+            });
+        }
+    }
+    rules
+}
+
 /// Every rule as questions, one per verb: for every namespace, or for `namespace` when the
 /// host works in that one only (namespaced resources; cluster-scoped ones are asked as such).
 pub fn questions(rules: &[Rule], namespace: Option<&str>) -> Vec<Question> {
@@ -84,24 +121,32 @@ pub fn questions(rules: &[Rule], namespace: Option<&str>) -> Vec<Question> {
         .collect()
 }
 
-/// A ClusterRole with the rules and a ClusterRoleBinding of it to the ServiceAccount, as
-/// Kubernetes objects (JSON). Cluster-wide because a plugin reconciles its parents in every
-/// namespace; bind the ClusterRole with RoleBindings instead to confine it to some.
-pub fn manifests(plugin: &str, who: &Identity, rules: &[Rule]) -> Vec<Value> {
+/// The objects a plugin needs, as Kubernetes objects (JSON): a ClusterRole with `rules` and
+/// a ClusterRoleBinding of it to the ServiceAccount (cluster-wide because a plugin reconciles
+/// its parents in every namespace; bind the ClusterRole with RoleBindings instead to confine
+/// it to some), and the ClusterRole with `host_rules` that the chart aggregates into the host's.
+pub fn manifests(plugin: &str, who: &Identity, rules: &[Rule], host_rules: &[Rule]) -> Vec<Value> {
     let name = format!("reconhost-plugin-{plugin}");
     let labels =
         json!({"app.kubernetes.io/managed-by": "reconhost", "reconhost.dev/plugin": plugin});
-    let rules: Vec<Value> = rules
-        .iter()
-        .map(|r| json!({"apiGroups": [r.group], "resources": [r.resource], "verbs": r.verbs}))
-        .collect();
+    let mut host_labels = labels.clone();
+    host_labels[AGGREGATE_TO_HOST] = json!("true");
+    let as_json = |rules: &[Rule]| -> Vec<Value> {
+        rules
+            .iter()
+            .map(|r| json!({"apiGroups": [r.group], "resources": [r.resource], "verbs": r.verbs}))
+            .collect()
+    };
     vec![
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": {"name": name, "labels": labels}, "rules": rules}),
+               "metadata": {"name": name, "labels": labels}, "rules": as_json(rules)}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                "metadata": {"name": name, "labels": labels},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
                "subjects": [{"kind": "ServiceAccount", "namespace": who.namespace, "name": who.name}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": format!("reconhost-host-{plugin}"), "labels": host_labels},
+               "rules": as_json(host_rules)}),
     ]
 }
 
@@ -158,11 +203,28 @@ mod tests {
         assert!(questions.contains(&Question::new("list", "", "secrets", "")));
         let scoped = super::questions(&rules, Some("team"));
         assert!(scoped.contains(&Question::new("list", "", "secrets", "team")));
-        let objects = manifests("widget", &Identity::new("plugins", "widget"), &rules);
+        let host = host_rules(&parent, &children, &reads);
+        let resources: Vec<_> = host.iter().map(|r| r.resource.as_str()).collect();
+        assert_eq!(
+            resources,
+            ["widgets", "deployments", "configmaps", "secrets"],
+            "each kind once"
+        );
+        assert!(host.iter().all(|r| !r.verbs.contains(&"create")));
+        assert_eq!(host[0].verbs, ["get", "list", "watch", "patch"]);
+        let objects = manifests("widget", &Identity::new("plugins", "widget"), &rules, &host);
         assert_eq!(objects[1]["subjects"][0]["name"], "widget");
         assert_eq!(
             objects[1]["roleRef"]["name"],
             objects[0]["metadata"]["name"]
+        );
+        assert_eq!(objects[2]["metadata"]["labels"][AGGREGATE_TO_HOST], "true");
+        assert_eq!(objects[2]["rules"][3]["resources"][0], "secrets");
+        assert!(
+            objects[0]["metadata"]["labels"]
+                .get(AGGREGATE_TO_HOST)
+                .is_none(),
+            "the plugin's own rules must not reach the host"
         );
     }
 }

@@ -32,8 +32,9 @@ pub struct Failure {
     pub reason: &'static str,
     /// What happened.
     pub message: String,
-    /// Waiting for a kind the API server does not serve yet.
-    pub waits_for_kind: bool,
+    /// Waiting for what someone else adds to the cluster (a CRD, a grant to the host): looked
+    /// at again every 10 s rather than with a growing backoff.
+    pub waits_on_cluster: bool,
 }
 
 impl Failure {
@@ -42,7 +43,7 @@ impl Failure {
             stage,
             reason,
             message,
-            waits_for_kind: false,
+            waits_on_cluster: false,
         }
     }
 
@@ -99,6 +100,12 @@ impl Failure {
             SupervisorError::Prepare(PrepareError::Lookup { .. }) => "DiscoveryFailed",
             SupervisorError::Cycle { .. } => "Cycle",
             SupervisorError::NotSynced { .. } => "CachesNotSynced",
+            SupervisorError::HostForbidden { .. } => {
+                return Self {
+                    waits_on_cluster: true,
+                    ..Self::new(Stage::Start, "HostForbidden", error.to_string())
+                };
+            }
         };
         Self::new(Stage::Start, reason, error.to_string())
     }
@@ -124,7 +131,7 @@ impl Failure {
             )
         };
         Self {
-            waits_for_kind: error.is_not_found(),
+            waits_on_cluster: error.is_not_found(),
             ..Self::new(Stage::Start, reason, message)
         }
     }
