@@ -19,15 +19,15 @@ STATIC := $(TARGET_DIR)/$(STATIC_TARGET)/release/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver
 
-.PHONY: run test build plugins bench bench-converge bench-install image tools k8s crds lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test build plugins bench bench-converge bench-install image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
 run: tools build
 	@RECONHOST=$(RECONHOST) CLUSTER=$(CLUSTER) PLUGIN_DIR=$(PLUGIN_DIR) bash scripts/demo.sh
 
-## test: build everything, start a private control plane, run every test, stop it
-test: tools build
+## test: build everything (the image too), start a private control plane, run every test, stop it
+test: tools build image
 	cd plugins && $(CARGO) test $(EXAMPLE_CRATES)
 	$(CLUSTER) exec --name test -- $(CARGO) test --workspace --no-fail-fast
 
@@ -68,9 +68,14 @@ bench-install: tools plugins
 k8s:
 	@bash tools/k8s/build.sh >/dev/null
 
-## crds: regenerate deploy/crds/ from the Rust types (a test fails when they drift)
+## crds: regenerate deploy/crds/ and the chart's crds/ from the Rust types (a test fails when they drift)
 crds:
 	$(CARGO) run -q -p reconhost --bin reconhost -- crds > deploy/crds/reconcileplugins.reconhost.dev.yaml
+	cp deploy/crds/reconcileplugins.reconhost.dev.yaml deploy/charts/reconhost/crds/
+
+## manifests: regenerate deploy/manifests/reconhost.yaml from the chart (a test fails when it drifts)
+manifests: crds
+	bash scripts/manifests.sh > deploy/manifests/reconhost.yaml
 
 ## lint: clippy on both workspaces, rustfmt, and the docs, with warnings as errors
 lint:

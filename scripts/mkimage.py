@@ -76,9 +76,28 @@ def blob(out_dir: str, data: bytes) -> dict:
     return {"digest": d, "size": len(data)}
 
 
+def writable_dirs() -> bytes:
+    """The world-writable directories as a tar: Containerfile's COPY cannot set a directory's own
+    mode (`--chmod` applies to what is copied into it), and ADD keeps the modes in a tar."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for d in ["var", "var/cache"]:
+            entry(tar, d, 0o755)
+        entry(tar, "tmp", 0o1777)
+        entry(tar, CACHE.lstrip("/"), 0o1777)
+    return out.getvalue()
+
+
 def context(directory: str, binary: bytes, ca_bundle: bytes) -> None:
-    os.makedirs(os.path.join(directory, "empty"), exist_ok=True)
-    for name, data in [("reconhost", binary), ("ca-certificates.crt", ca_bundle), ("passwd", PASSWD), ("group", GROUP)]:
+    os.makedirs(directory, exist_ok=True)
+    files = [
+        ("reconhost", binary),
+        ("ca-certificates.crt", ca_bundle),
+        ("passwd", PASSWD),
+        ("group", GROUP),
+        ("writable-dirs.tar", writable_dirs()),
+    ]
+    for name, data in files:
         with open(os.path.join(directory, name), "wb") as f:
             f.write(data)
 

@@ -342,11 +342,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn checked_in_crd_should_match_the_types() {
-        let checked_in = include_str!("../../deploy/crds/reconcileplugins.reconhost.dev.yaml");
+    fn checked_in_crds_should_match_the_types() {
+        let plain = include_str!("../../deploy/crds/reconcileplugins.reconhost.dev.yaml");
         assert!(
-            checked_in == crd_yaml(),
+            plain == crd_yaml(),
             "deploy/crds/reconcileplugins.reconhost.dev.yaml is out of date: run `make crds`"
+        );
+        let chart =
+            include_str!("../../deploy/charts/reconhost/crds/reconcileplugins.reconhost.dev.yaml");
+        assert!(
+            chart == crd_yaml(),
+            "the chart's crds/ is out of date: run `make crds`"
         );
     }
 

@@ -2,6 +2,8 @@
 //! shared control plane, and small typed helpers for the example kinds.
 #![allow(dead_code, reason = "each suite uses a different part")]
 
+pub mod chart;
+pub mod image;
 pub mod plugins;
 
 use std::path::PathBuf;
