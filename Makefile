@@ -17,7 +17,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 STATIC_TARGET := x86_64-unknown-linux-gnu
 STATIC := $(TARGET_DIR)/$(STATIC_TARGET)/release/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
-EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver
+EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
 .PHONY: run test build plugins bench bench-converge bench-install image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 

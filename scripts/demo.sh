@@ -26,7 +26,7 @@ kubectl create namespace reconhost-plugins --dry-run=client -o yaml | kubectl ap
 kubectl apply --server-side -f deploy/policies/ >/dev/null
 "$RECONHOST" plugin install "$PLUGIN_DIR/webapp.wasm" --rbac \
   --configmap reconhost-plugins/webapp --service-account reconhost-plugins/webapp
-for plugin in configmap-generator merged-config archiver; do
+for plugin in configmap-generator merged-config archiver namespace-defaults; do
   "$RECONHOST" plugin install "$PLUGIN_DIR/$plugin.wasm" --rbac \
     --oci "$registry/plugins/$plugin:0.1.0" --insecure-registry "$registry" \
     --service-account "reconhost-plugins/$plugin"

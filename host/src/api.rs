@@ -6,7 +6,7 @@
 //! ReconcilePlugin per parent kind by its name, an immutable parent, exactly one source, a
 //! pinned digest, bounded limits. The host checks the rest when it loads the plugin.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::core::Duration;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -82,6 +82,11 @@ pub struct ReconcilePluginSpec {
     /// Stops new reconciles while true; changes keep queueing and are worked off on resume.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
+    /// Only parents whose labels match are reconciled; the others are not written to at all. A
+    /// parent that stops matching is released (the plugin's finalizer removed, its children
+    /// left in place). Unset: every parent of the kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_selector: Option<LabelSelector>,
 }
 
 /// One ReconcilePlugin per parent kind: the name is the kind in lower case, a dot and the group

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::selector::Selector;
+
 /// Top-level command line of `reconhost`.
 #[derive(Debug, Parser)]
 #[command(name = "reconhost", version, about)]
@@ -85,6 +87,10 @@ pub struct InstallArgs {
     /// The plugin's configuration, JSON.
     #[arg(long)]
     pub config: Option<String>,
+    /// Reconcile only the parents whose labels match (`kubectl -l` syntax); it becomes the
+    /// ReconcilePlugin's `spec.parentSelector`.
+    #[arg(long, value_name = "SELECTOR", value_parser = parse_selector)]
+    pub parent_selector: Option<Selector>,
     /// A `kubernetes.io/dockerconfigjson` Secret in the plugin's namespace that the host pulls
     /// with (for --oci).
     #[arg(long, requires = "oci")]
@@ -168,6 +174,10 @@ pub struct RunArgs {
     /// the host runs the plugins ReconcilePlugin resources install.
     #[arg(long = "plugin")]
     pub plugins: Vec<PathBuf>,
+    /// Reconcile only the parents whose labels match (`kubectl -l` syntax: `team=a,env in
+    /// (prod)`), for the `--plugin` files; a ReconcilePlugin says it in `spec.parentSelector`.
+    #[arg(long, value_name = "SELECTOR", default_value = "", value_parser = parse_selector, requires = "plugins")]
+    pub parent_selector: Selector,
     /// Reload a `--plugin` file when it changes (for plugin authors: edit, build, see).
     #[arg(long, requires = "plugins")]
     pub watch: bool,
@@ -261,6 +271,10 @@ fn parse_optional_bind(text: &str) -> Result<Option<SocketAddr>, String> {
         return Ok(None);
     }
     parse_bind(text).map(Some)
+}
+
+fn parse_selector(text: &str) -> Result<Selector, String> {
+    Selector::parse(text).map_err(|e| e.to_string())
 }
 
 /// A period in Go's duration syntax (`10h`, `1h30m`, `45s`), or `0` for none.

@@ -23,8 +23,10 @@ pub mod applied;
 pub mod applier;
 pub mod deps;
 pub mod generation;
+pub mod permanent;
 pub mod queue;
 pub mod reconciler;
+pub mod schema;
 pub mod workers;
 
 use std::sync::{Arc, RwLock};

@@ -437,6 +437,7 @@ impl Lifecycle {
                 .and_then(|l| l.concurrent_reconciles)
                 .map_or(self.defaults.concurrency, usize::from),
             identity: Some(identity.clone()),
+            parent_selector: spec::selector_of(rp)?,
         };
         self.supervisor
             .apply(name, spec)

@@ -3,8 +3,10 @@
 //! identically and every rule is unit-tested without a cluster.
 //!
 //! Rules:
-//! - Each desired child gets the parent's namespace and the parent as controller
-//!   ownerReference (the host's, never the plugin's).
+//! - Each desired child of a namespaced parent gets the parent's namespace; a cluster-scoped
+//!   parent's children keep the namespace they name (none, for cluster-scoped kinds). Every
+//!   child gets the parent as controller ownerReference (the host's, never the plugin's).
+//! - A child is matched to the observed one of the same kind, namespace and name.
 //! - A desired child with no observed counterpart is created; one whose every desired field
 //!   already holds in the observed object, and that still sets every field the plugin's field
 //!   manager owns ([`owned`]), is unchanged (nothing is sent, so a steady state makes no
@@ -16,11 +18,14 @@
 //!   `Synced` condition (True after a successful reconcile, False with the error after a failed one).
 
 pub mod owned;
+pub mod status_fields;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::model::{Condition, ConditionStatus, Desired, KindRef, PluginInfo};
+pub use self::status_fields::StatusFields;
+use crate::model::{Condition, ConditionStatus, Desired, KindRef, PluginInfo, printable};
+use crate::runtime::MAX_CONDITION_MESSAGE;
 
 /// What to do with one child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -43,6 +48,9 @@ pub struct ChildPlan {
     pub action: Action,
     /// The child's kind.
     pub kind: KindRef,
+    /// Its namespace (empty for a cluster-scoped kind).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
     /// Its name.
     pub name: String,
     /// For create/update/unchanged: the apply body (desired fields, namespace, ownerReference).
@@ -86,9 +94,11 @@ impl Plan {
     }
 }
 
-/// Plans one parent. `now` is an RFC 3339 timestamp used for new condition transitions.
+/// Plans one parent. `fields` are the host's status fields the parent kind admits; `now` is an
+/// RFC 3339 timestamp used for new condition transitions.
 pub fn plan(
     info: &PluginInfo,
+    fields: &StatusFields,
     parent: &Value,
     desired: &Desired,
     observed: &[Value],
@@ -110,7 +120,10 @@ pub fn plan(
         meta.insert("ownerReferences".into(), json!([owner]));
         let kind = kind_of(&body);
         let name = body["metadata"]["name"].as_str().unwrap_or("").to_owned();
-        let found = observed.iter().position(|o| same_object(o, &kind, &name));
+        let child_namespace = namespace_of(&body).to_owned();
+        let found = observed
+            .iter()
+            .position(|o| same_object(o, &kind, &child_namespace, &name));
         let action = match found {
             None => Action::Create,
             Some(i) => {
@@ -127,6 +140,7 @@ pub fn plan(
         children.push(ChildPlan {
             action,
             kind,
+            namespace: child_namespace,
             name,
             object: body,
             uid: None,
@@ -136,6 +150,7 @@ pub fn plan(
         children.push(ChildPlan {
             action: Action::Delete,
             kind: kind_of(o),
+            namespace: namespace_of(o).to_owned(),
             name: o["metadata"]["name"].as_str().unwrap_or("").to_owned(),
             object: o.clone(),
             uid: o["metadata"]["uid"].as_str().map(str::to_owned),
@@ -143,7 +158,7 @@ pub fn plan(
     }
 
     let current_status = parent.get("status").cloned().unwrap_or(Value::Null);
-    let new_status = status(parent, desired, &current_status, now);
+    let new_status = status(parent, desired, &current_status, fields, now);
     let status = (new_status != current_status).then_some(new_status);
 
     let has_finalizer = info.holds_finalizer(parent);
@@ -181,12 +196,18 @@ fn kind_of(object: &Value) -> KindRef {
     )
 }
 
-/// Whether `observed` is the object of `kind` named `name`.
-pub fn same_object(observed: &Value, kind: &KindRef, name: &str) -> bool {
+/// An object's namespace; empty when it has none.
+pub fn namespace_of(object: &Value) -> &str {
+    object["metadata"]["namespace"].as_str().unwrap_or("")
+}
+
+/// Whether `observed` is the object of `kind` named `name` in `namespace`.
+pub fn same_object(observed: &Value, kind: &KindRef, namespace: &str, name: &str) -> bool {
     kind.matches(
         observed["apiVersion"].as_str().unwrap_or(""),
         observed["kind"].as_str().unwrap_or(""),
     ) && observed["metadata"]["name"] == name
+        && namespace_of(observed) == namespace
 }
 
 /// Whether every field of `desired` holds in `observed`: objects recursively (fields the
@@ -224,23 +245,58 @@ pub fn synced(ok: bool, reason: &str, message: &str) -> Condition {
             ConditionStatus::False
         },
         reason: reason.to_owned(),
-        message: message.to_owned(),
+        // The host's own messages (API errors, several failed children) are cut as the
+        // plugin's are.
+        message: printable(message, MAX_CONDITION_MESSAGE),
     }
 }
 
 /// The status to write after a failed reconcile: the current status with `Synced` set to False
-/// and everything else kept, or `None` if that is already what the parent shows.
-pub fn failure_status(parent: &Value, reason: &str, message: &str, now: &str) -> Option<Value> {
+/// and everything else kept, or `None` if that is already what the parent shows or the kind
+/// has no conditions to show it in.
+pub fn failure_status(
+    parent: &Value,
+    reason: &str,
+    message: &str,
+    fields: &StatusFields,
+    now: &str,
+) -> Option<Value> {
+    fields.conditions.as_ref()?;
     let current = parent.get("status").cloned().unwrap_or(Value::Null);
-    let mut status = current.as_object().cloned().unwrap_or_default();
-    let conditions = merge_conditions(parent, &current, &[synced(false, reason, message)], now);
-    status.insert("conditions".into(), Value::Array(conditions));
-    let status = Value::Object(status);
+    let status = with_failure(parent, &current, reason, message, fields, now);
     (status != current).then_some(status)
 }
 
-/// The full status the host writes: the plugin's fields, observedGeneration, merged conditions.
-fn status(parent: &Value, desired: &Desired, current: &Value, now: &str) -> Value {
+/// `status` (the one about to be written, or the current one) with `Synced` set to False, where
+/// the kind has conditions; the transition time counts from the parent's current status.
+pub fn with_failure(
+    parent: &Value,
+    status: &Value,
+    reason: &str,
+    message: &str,
+    fields: &StatusFields,
+    now: &str,
+) -> Value {
+    let Some(admitted) = fields.conditions.as_deref() else {
+        return status.clone();
+    };
+    let current = parent.get("status").cloned().unwrap_or(Value::Null);
+    let mut with = status.as_object().cloned().unwrap_or_default();
+    let failed = [synced(false, reason, message)];
+    let conditions = merge_conditions(parent, &current, status, &failed, admitted, now);
+    with.insert("conditions".into(), Value::Array(conditions));
+    Value::Object(with)
+}
+
+/// The full status the host writes: the plugin's fields, observedGeneration, merged conditions
+/// (the last two as far as the kind admits them).
+fn status(
+    parent: &Value,
+    desired: &Desired,
+    current: &Value,
+    fields: &StatusFields,
+    now: &str,
+) -> Value {
     let mut status = match (&desired.status, current) {
         (Some(Value::Object(s)), _) => s.clone(),
         // No status from the plugin: keep what is there, so conditions can still be updated.
@@ -248,30 +304,38 @@ fn status(parent: &Value, desired: &Desired, current: &Value, now: &str) -> Valu
         _ => Map::new(),
     };
     if let Some(generation) = parent["metadata"]["generation"].as_i64() {
-        status.insert("observedGeneration".into(), json!(generation));
+        if fields.observed_generation {
+            status.insert("observedGeneration".into(), json!(generation));
+        }
     }
+    let Some(condition_fields) = fields.conditions.as_deref() else {
+        return Value::Object(status);
+    };
     let mut conditions = desired.conditions.clone();
     if !conditions.iter().any(|c| c.type_ == SYNCED) {
         conditions.push(synced(true, "ReconcileSuccess", ""));
     }
-    let merged = merge_conditions(parent, current, &conditions, now);
+    let merged = merge_conditions(parent, current, current, &conditions, condition_fields, now);
     status.insert("conditions".into(), Value::Array(merged));
     Value::Object(status)
 }
 
-/// The current conditions with `conditions` merged in by type. `lastTransitionTime` is kept
-/// unless the status of that type changed.
+/// The conditions of `base` with `conditions` merged in by type, each with the fields the kind
+/// admits. `lastTransitionTime` is kept from `current` (the parent's status) unless the status
+/// of that type changed.
 fn merge_conditions(
     parent: &Value,
     current: &Value,
+    base: &Value,
     conditions: &[Condition],
+    admitted: &[&str],
     now: &str,
 ) -> Vec<Value> {
     let old: Vec<Value> = current["conditions"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let mut merged: Vec<Value> = old.clone();
+    let mut merged: Vec<Value> = base["conditions"].as_array().cloned().unwrap_or_default();
     for c in conditions {
         let previous = old.iter().find(|o| o["type"] == c.type_.as_str());
         let transition = match previous {
@@ -284,6 +348,9 @@ fn merge_conditions(
         });
         if let Some(generation) = parent["metadata"]["generation"].as_i64() {
             entry["observedGeneration"] = json!(generation);
+        }
+        if let Value::Object(fields) = &mut entry {
+            fields.retain(|k, _| admitted.contains(&k.as_str()));
         }
         match merged.iter_mut().find(|m| m["type"] == c.type_.as_str()) {
             Some(slot) => *slot = entry,
@@ -335,6 +402,7 @@ mod tests {
     fn missing_child_should_be_created_with_namespace_and_owner() {
         let plan = plan(
             &info(),
+            &StatusFields::all(),
             &parent(),
             &desired(vec![cm("x", json!({"k": "v"}))]),
             &[],
@@ -358,6 +426,7 @@ mod tests {
     fn child_matching_the_observed_should_be_unchanged_despite_server_fields() {
         let plan = plan(
             &info(),
+            &StatusFields::all(),
             &parent(),
             &desired(vec![cm("x", json!({"k": "v"}))]),
             &[observed("x", json!({"k": "v"}))],
@@ -374,6 +443,7 @@ mod tests {
         ];
         let plan = plan(
             &info(),
+            &StatusFields::all(),
             &parent(),
             &desired(vec![cm("x", json!({"k": "new"}))]),
             &obs,
@@ -394,10 +464,24 @@ mod tests {
                          "f:metadata": {"f:ownerReferences": {"k:{\"uid\":\"u-1\"}": {}}}}
         }]);
         let now_desired = desired(vec![cm("x", json!({"k": "v"}))]);
-        let plan_after_removal = plan(&info(), &parent(), &now_desired, &[obs.clone()], "T0");
+        let plan_after_removal = plan(
+            &info(),
+            &StatusFields::all(),
+            &parent(),
+            &now_desired,
+            &[obs.clone()],
+            "T0",
+        );
         assert_eq!(plan_after_removal.children[0].action, Action::Update);
         let both = desired(vec![cm("x", json!({"k": "v", "gone": "w"}))]);
-        let steady = plan(&info(), &parent(), &both, &[obs], "T0");
+        let steady = plan(
+            &info(),
+            &StatusFields::all(),
+            &parent(),
+            &both,
+            &[obs],
+            "T0",
+        );
         assert_eq!(steady.children[0].action, Action::Unchanged);
     }
 
@@ -411,10 +495,17 @@ mod tests {
             message: "m".into(),
         });
         d.status = Some(json!({"readyReplicas": 1}));
-        let first = plan(&info(), &parent(), &d, &[], "T0");
+        let first = plan(&info(), &StatusFields::all(), &parent(), &d, &[], "T0");
         let mut p = parent();
         p["status"] = first.status.clone().unwrap();
-        let second = plan(&info(), &p, &d, &[observed("x", json!({"k": "v"}))], "T1");
+        let second = plan(
+            &info(),
+            &StatusFields::all(),
+            &p,
+            &d,
+            &[observed("x", json!({"k": "v"}))],
+            "T1",
+        );
         assert!(second.is_noop(), "{second:?}");
     }
 
@@ -429,15 +520,130 @@ mod tests {
         let mut d = desired(vec![]);
         d.conditions.push(cond(ConditionStatus::False));
         let mut p = parent();
-        p["status"] = plan(&info(), &p, &d, &[], "T0").status.unwrap();
+        p["status"] = plan(&info(), &StatusFields::all(), &p, &d, &[], "T0")
+            .status
+            .unwrap();
         d.conditions[0].message = "other message".into();
-        let same = plan(&info(), &p, &d, &[], "T1").status.unwrap();
+        let same = plan(&info(), &StatusFields::all(), &p, &d, &[], "T1")
+            .status
+            .unwrap();
         assert_eq!(same["conditions"][0]["lastTransitionTime"], "T0");
         assert_eq!(same["conditions"][0]["message"], "other message");
         d.conditions[0] = cond(ConditionStatus::True);
-        let flipped = plan(&info(), &p, &d, &[], "T2").status.unwrap();
+        let flipped = plan(&info(), &StatusFields::all(), &p, &d, &[], "T2")
+            .status
+            .unwrap();
         assert_eq!(flipped["conditions"][0]["lastTransitionTime"], "T2");
         assert_eq!(flipped["observedGeneration"], 3);
+    }
+
+    #[test]
+    fn a_cluster_scoped_parents_children_should_be_told_apart_by_namespace() {
+        let parent = json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "WebApp",
+                            "metadata": {"name": "web", "uid": "u-1", "generation": 1}});
+        let quota = |ns: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "q", "namespace": ns}, "data": {"k": "v"}})
+        };
+        let seen = |ns: &str| {
+            let mut o = quota(ns);
+            o["metadata"]["uid"] = json!(format!("u-{ns}"));
+            o["metadata"]["ownerReferences"] = json!([owner_reference(&parent)]);
+            o
+        };
+        let p = plan(
+            &info(),
+            &StatusFields::all(),
+            &parent,
+            &desired(vec![quota("a"), quota("b")]),
+            &[seen("b"), seen("c")],
+            "T0",
+        );
+        let actions: Vec<_> = p
+            .children
+            .iter()
+            .map(|c| (c.action, c.namespace.as_str()))
+            .collect();
+        assert_eq!(
+            actions,
+            vec![
+                (Action::Create, "a"),
+                (Action::Unchanged, "b"),
+                (Action::Delete, "c")
+            ]
+        );
+        assert_eq!(p.children[2].uid.as_deref(), Some("u-c"));
+        assert_eq!(p.children[0].object["metadata"]["namespace"], "a");
+    }
+
+    #[test]
+    fn a_failure_over_a_planned_status_should_keep_the_earlier_transition() {
+        let mut p = parent();
+        p["status"] =
+            failure_status(&p, "ApplyError", "first", &StatusFields::all(), "T0").unwrap();
+        let mut d = desired(vec![]);
+        d.status = Some(json!({"phase": "New"}));
+        let planned = plan(&info(), &StatusFields::all(), &p, &d, &[], "T1")
+            .status
+            .unwrap();
+        let failed = with_failure(
+            &p,
+            &planned,
+            "ChildFailed",
+            "ns gone",
+            &StatusFields::all(),
+            "T1",
+        );
+        assert_eq!(
+            failed["phase"], "New",
+            "the plugin's status is still written"
+        );
+        let synced = &failed["conditions"][0];
+        assert_eq!(
+            (&synced["status"], &synced["reason"]),
+            (&json!("False"), &json!("ChildFailed"))
+        );
+        assert_eq!(synced["lastTransitionTime"], "T0", "still False since T0");
+    }
+
+    #[test]
+    fn a_kind_without_the_hosts_status_fields_should_still_get_the_plugins_status() {
+        let none = StatusFields {
+            observed_generation: false,
+            conditions: None,
+        };
+        let mut d = desired(vec![]);
+        d.status = Some(json!({"phase": "Ready"}));
+        let status = plan(&info(), &none, &parent(), &d, &[], "T0").status;
+        assert_eq!(status, Some(json!({"phase": "Ready"})));
+        let mut p = parent();
+        p["status"] = json!({"phase": "Ready"});
+        assert_eq!(
+            plan(&info(), &none, &p, &d, &[], "T1").status,
+            None,
+            "steady"
+        );
+        assert_eq!(failure_status(&p, "ApplyError", "boom", &none, "T1"), None);
+    }
+
+    #[test]
+    fn conditions_should_carry_only_the_fields_the_kind_declares() {
+        let some = StatusFields {
+            observed_generation: false,
+            conditions: Some(vec!["type", "status", "message"]),
+        };
+        let status = plan(&info(), &some, &parent(), &desired(vec![]), &[], "T0")
+            .status
+            .unwrap();
+        assert_eq!(
+            status,
+            json!({"conditions": [{"type": "Synced", "status": "True", "message": ""}]})
+        );
+        let failed = failure_status(&parent(), "ApplyError", "boom", &some, "T0").unwrap();
+        assert_eq!(
+            failed,
+            json!({"conditions": [{"type": "Synced", "status": "False", "message": "boom"}]})
+        );
     }
 
     #[test]
@@ -445,17 +651,28 @@ mod tests {
         let mut i = info();
         i.finalizer = true;
         assert_eq!(
-            plan(&i, &parent(), &desired(vec![]), &[], "T").finalizer,
+            plan(
+                &i,
+                &StatusFields::all(),
+                &parent(),
+                &desired(vec![]),
+                &[],
+                "T"
+            )
+            .finalizer,
             Some(FinalizerAction::Add)
         );
         let mut p = parent();
         p["metadata"]["finalizers"] = json!(["reconhost.dev/webapp"]);
         p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        assert_eq!(plan(&i, &p, &desired(vec![]), &[], "T").finalizer, None);
+        assert_eq!(
+            plan(&i, &StatusFields::all(), &p, &desired(vec![]), &[], "T").finalizer,
+            None
+        );
         let mut done = desired(vec![]);
         done.finalized = true;
         assert_eq!(
-            plan(&i, &p, &done, &[], "T").finalizer,
+            plan(&i, &StatusFields::all(), &p, &done, &[], "T").finalizer,
             Some(FinalizerAction::Remove)
         );
     }
@@ -467,11 +684,14 @@ mod tests {
         let mut p = parent();
         p["metadata"]["finalizers"] = json!(["other.example/keep", "reconhost.dev/webapp"]);
         assert_eq!(
-            plan(&i, &p, &desired(vec![]), &[], "T").finalizer,
+            plan(&i, &StatusFields::all(), &p, &desired(vec![]), &[], "T").finalizer,
             Some(FinalizerAction::Remove)
         );
         p["metadata"]["finalizers"] = json!(["other.example/keep"]);
-        assert_eq!(plan(&i, &p, &desired(vec![]), &[], "T").finalizer, None);
+        assert_eq!(
+            plan(&i, &StatusFields::all(), &p, &desired(vec![]), &[], "T").finalizer,
+            None
+        );
     }
 
     #[test]

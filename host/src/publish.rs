@@ -3,6 +3,7 @@
 //! component that does not load is better refused here than in the cluster), uploaded to a
 //! ConfigMap or an OCI registry, and pinned by digest in its ReconcilePlugin.
 
+use crate::selector::Selector;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -187,6 +188,11 @@ async fn plan(args: &InstallArgs) -> anyhow::Result<Planned> {
         limits: None,
         config,
         suspend: false,
+        parent_selector: args
+            .parent_selector
+            .as_ref()
+            .filter(|s| !s.is_empty())
+            .map(Selector::to_label_selector),
     };
     let plugin = ReconcilePlugin::new(&plugin_resource_name(&info.parent), spec);
     Ok(Planned {

@@ -95,8 +95,10 @@ pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
         finalizing,
     };
     let outcome = plugin.reconcile(&request, Arc::new(StaticObjects::new(related)))?;
+    // Offline there is no CRD to read the status schema from: the plan shows every field.
     let plan = planner::plan(
         info,
+        &planner::StatusFields::all(),
         &parent,
         &outcome.desired,
         &observed,

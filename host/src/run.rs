@@ -147,6 +147,7 @@ pub async fn run(
                 config: serde_json::json!({}),
                 concurrency,
                 identity: None,
+                parent_selector: args.parent_selector.clone(),
             };
             supervisor
                 .apply(&owner_of(path), spec)
@@ -166,7 +167,11 @@ pub async fn run(
                     owner_of(path),
                     runtime.clone(),
                     supervisor.clone(),
-                    (concurrency, static_limits.clone()),
+                    crate::watch::Settings {
+                        concurrency,
+                        limits: static_limits.clone(),
+                        parent_selector: args.parent_selector.clone(),
+                    },
                     lifecycle_stop.clone(),
                 )));
             }

@@ -1,7 +1,10 @@
-//! Kubernetes label selectors (`app=web,tier!=db,env in (a,b),!legacy`), parsed once and
-//! matched against an object's labels. Used to answer a plugin's `list` from a cache.
+//! Kubernetes label selectors (`app=web,tier!=db,env in (a,b),!legacy`, or the structured
+//! `matchLabels`/`matchExpressions` form), parsed once and matched against an object's labels.
+//! Used to answer a plugin's `list` from a cache and to choose which parents a plugin reconciles.
 
 use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 /// One requirement of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +85,94 @@ impl Selector {
             requirements.push(requirement);
         }
         Ok(Self { requirements })
+    }
+
+    /// A structured selector (`matchLabels`, `matchExpressions`), as `metav1.LabelSelector`
+    /// holds it. Refuses what the API server refuses: an unknown operator, `In`/`NotIn` without
+    /// values, `Exists`/`DoesNotExist` with values.
+    pub fn from_label_selector(selector: &LabelSelector) -> Result<Self, SelectorError> {
+        let shown = serde_json::to_string(selector).unwrap_or_default();
+        let err = |reason: String| SelectorError {
+            selector: shown.clone(),
+            reason,
+        };
+        let mut requirements = Vec::new();
+        for (key, value) in selector.match_labels.iter().flatten() {
+            requirements.push(Requirement::Equals(
+                key_of(key).map_err(&err)?,
+                value_of(value).map_err(&err)?,
+            ));
+        }
+        for expression in selector.match_expressions.iter().flatten() {
+            let key = key_of(&expression.key).map_err(&err)?;
+            let values = expression
+                .values
+                .iter()
+                .flatten()
+                .map(|v| value_of(v))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(&err)?;
+            let operator = expression.operator.as_str();
+            let requirement = match operator {
+                "In" | "NotIn" if values.is_empty() => {
+                    return Err(err(format!("{key}: operator {operator} needs values")));
+                }
+                "Exists" | "DoesNotExist" if !values.is_empty() => {
+                    return Err(err(format!("{key}: operator {operator} takes no values")));
+                }
+                "In" => Requirement::In(key, values),
+                "NotIn" => Requirement::NotIn(key, values),
+                "Exists" => Requirement::Exists(key),
+                "DoesNotExist" => Requirement::DoesNotExist(key),
+                other => {
+                    return Err(err(format!(
+                        "{key}: unknown operator {other:?} (In, NotIn, Exists, DoesNotExist)"
+                    )));
+                }
+            };
+            requirements.push(requirement);
+        }
+        Ok(Self { requirements })
+    }
+
+    /// The structured form, for a resource's spec: equalities as `matchLabels`, the rest as
+    /// `matchExpressions` (`key!=value` is `NotIn [value]`, which also holds without the key).
+    pub fn to_label_selector(&self) -> LabelSelector {
+        let mut labels = BTreeMap::new();
+        let mut expressions = Vec::new();
+        let expression =
+            |key: &str, operator: &str, values: Option<Vec<String>>| LabelSelectorRequirement {
+                key: key.to_owned(),
+                operator: operator.to_owned(),
+                values,
+            };
+        for requirement in &self.requirements {
+            match requirement {
+                Requirement::Equals(k, v) => {
+                    labels.insert(k.clone(), v.clone());
+                }
+                Requirement::NotEquals(k, v) => {
+                    expressions.push(expression(k, "NotIn", Some(vec![v.clone()])));
+                }
+                Requirement::In(k, vs) => expressions.push(expression(k, "In", Some(vs.clone()))),
+                Requirement::NotIn(k, vs) => {
+                    expressions.push(expression(k, "NotIn", Some(vs.clone())));
+                }
+                Requirement::Exists(k) => expressions.push(expression(k, "Exists", None)),
+                Requirement::DoesNotExist(k) => {
+                    expressions.push(expression(k, "DoesNotExist", None));
+                }
+            }
+        }
+        LabelSelector {
+            match_labels: (!labels.is_empty()).then_some(labels),
+            match_expressions: (!expressions.is_empty()).then_some(expressions),
+        }
+    }
+
+    /// Whether the selector has no requirement (and so matches everything).
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
     }
 
     /// Whether labels satisfy every requirement.
@@ -230,6 +321,67 @@ mod tests {
             let err = Selector::parse(bad).expect_err(bad);
             assert_eq!(err.selector, bad);
             assert!(!err.reason.is_empty());
+        }
+    }
+
+    fn structured(value: serde_json::Value) -> Result<Selector, SelectorError> {
+        Selector::from_label_selector(&serde_json::from_value(value).unwrap())
+    }
+
+    #[test]
+    fn structured_selectors_should_match_like_their_text_form() {
+        let s = structured(serde_json::json!({
+            "matchLabels": {"team": "a"},
+            "matchExpressions": [
+                {"key": "env", "operator": "In", "values": ["prod", "staging"]},
+                {"key": "legacy", "operator": "DoesNotExist"},
+            ],
+        }))
+        .unwrap();
+        assert_eq!(
+            s,
+            Selector::parse("team=a,env in (prod,staging),!legacy").unwrap()
+        );
+        assert!(s.matches(&labels(&[("team", "a"), ("env", "prod")])));
+        assert!(!s.matches(&labels(&[("team", "b"), ("env", "prod")])));
+        let text = Selector::parse("team=a,tier!=db,env in (prod),x,!y").unwrap();
+        let round = Selector::from_label_selector(&text.to_label_selector()).unwrap();
+        for set in [
+            &[("team", "a"), ("env", "prod"), ("x", "")][..],
+            &[("team", "a"), ("tier", "db"), ("env", "prod"), ("x", "")],
+        ] {
+            assert_eq!(
+                round.matches(&labels(set)),
+                text.matches(&labels(set)),
+                "{set:?}"
+            );
+        }
+        let everything = structured(serde_json::json!({})).unwrap();
+        assert!(everything.is_empty() && everything.matches(&labels(&[])));
+    }
+
+    #[test]
+    fn structured_selectors_the_api_server_refuses_should_be_refused() {
+        for (bad, says) in [
+            (
+                serde_json::json!({"matchExpressions": [{"key": "a", "operator": "In"}]}),
+                "needs values",
+            ),
+            (
+                serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
+                "no values",
+            ),
+            (
+                serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}),
+                "unknown operator",
+            ),
+            (
+                serde_json::json!({"matchLabels": {"a": "not a value"}}),
+                "invalid label value",
+            ),
+        ] {
+            let error = structured(bad.clone()).expect_err(&bad.to_string());
+            assert!(error.to_string().contains(says), "{bad}: {error}");
         }
     }
 }

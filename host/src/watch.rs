@@ -13,10 +13,22 @@ use tracing::{info, warn};
 use crate::controller::Spec;
 use crate::controller::workers::Stop;
 use crate::runtime::{Limits, Runtime, sha256_hex};
+use crate::selector::Selector;
 use crate::supervisor::Supervisor;
 
 /// How often the file is looked at.
 const POLL: Duration = Duration::from_millis(500);
+
+/// What the static mode's flags decide for every `--plugin` file.
+#[derive(Clone)]
+pub struct Settings {
+    /// Parents one plugin may reconcile at once.
+    pub concurrency: usize,
+    /// The runtime limits of every call.
+    pub limits: Limits,
+    /// The parents reconciled (`--parent-selector`).
+    pub parent_selector: Selector,
+}
 
 /// Reloads `path` into `owner`'s controller whenever its content changes, until `stop`.
 pub async fn reload_on_change(
@@ -24,7 +36,7 @@ pub async fn reload_on_change(
     owner: String,
     runtime: Runtime,
     supervisor: Arc<Supervisor>,
-    (concurrency, limits): (usize, Limits),
+    settings: Settings,
     mut stop: Stop,
 ) {
     let mut seen = stamp(&path);
@@ -47,7 +59,7 @@ pub async fn reload_on_change(
             continue;
         }
         info!(file = %path.display(), digest = %&new[..12], "plugin file changed; reloading");
-        let loaded = match crate::run::load_file(&runtime, &path, limits.clone()).await {
+        let loaded = match crate::run::load_file(&runtime, &path, settings.limits.clone()).await {
             Ok(plugin) => plugin,
             Err(error) => {
                 warn!(file = %path.display(), error = format!("{error:#}"), "the new plugin does not load; the running version keeps serving");
@@ -57,8 +69,9 @@ pub async fn reload_on_change(
         let spec = Spec {
             plugin: loaded,
             config: serde_json::json!({}),
-            concurrency,
+            concurrency: settings.concurrency,
             identity: None,
+            parent_selector: settings.parent_selector.clone(),
         };
         match supervisor.apply(&owner, spec).await {
             Ok(applied) => {

@@ -285,6 +285,8 @@ async fn cli_should_print_manifests_and_refuse_a_configmap_too_large_with_a_way_
             &account,
             "--config",
             r#"{"tier":"gold"}"#,
+            "--parent-selector",
+            "team=a,env in (prod,staging)",
         ],
     );
     assert!(ok, "{err}");
@@ -301,6 +303,11 @@ async fn cli_should_print_manifests_and_refuse_a_configmap_too_large_with_a_way_
         digest_of(&component).as_str()
     );
     assert_eq!(rp["spec"]["config"], json!({"tier": "gold"}));
+    assert_eq!(
+        rp["spec"]["parentSelector"],
+        json!({"matchLabels": {"team": "a"},
+               "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "staging"]}]})
+    );
     assert_eq!(
         rp["spec"]["source"]["configMap"]["namespace"],
         world.namespace.as_str()

@@ -223,6 +223,55 @@ fn archiver_should_add_its_finalizer_then_clean_up_in_two_steps() {
 }
 
 #[test]
+fn namespace_defaults_should_stamp_each_matching_namespace_and_skip_a_terminating_one() {
+    let doc = render(&[
+        "--plugin",
+        &plugin("namespace-defaults"),
+        "--parent",
+        &fixture("namespace-defaults", "parent.yaml"),
+        "--related",
+        &fixture("namespace-defaults", "namespaces.yaml"),
+    ])
+    .unwrap();
+    let placed: Vec<String> = doc["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} {}/{}",
+                c["action"].as_str().unwrap(),
+                c["kind"]["kind"].as_str().unwrap(),
+                c["namespace"].as_str().unwrap_or("-"),
+                c["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            "create ResourceQuota team-a/team-defaults",
+            "create LimitRange team-a/team-defaults",
+            "create ResourceQuota team-b/team-defaults",
+            "create LimitRange team-b/team-defaults",
+        ]
+    );
+    let quota = &doc["children"][0]["object"];
+    assert_eq!(quota["metadata"]["namespace"], "team-a");
+    assert_eq!(quota["spec"]["hard"]["requests.memory"], "8Gi");
+    assert_eq!(
+        quota["metadata"]["ownerReferences"][0]["kind"],
+        "NamespaceDefaults"
+    );
+    let limits = &doc["children"][1]["object"]["spec"]["limits"][0];
+    assert_eq!(limits["default"]["cpu"], "500m");
+    assert_eq!(
+        doc["status"]["namespaces"],
+        serde_json::json!(["team-a", "team-b"])
+    );
+}
+
+#[test]
 fn render_should_refuse_a_parent_of_the_wrong_kind() {
     let (_, stderr) = render(&[
         "--plugin",

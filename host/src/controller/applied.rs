@@ -53,7 +53,7 @@ impl Applied {
         {
             let current = observed
                 .iter()
-                .find(|o| planner::same_object(o, &child.kind, &child.name));
+                .find(|o| planner::same_object(o, &child.kind, &child.namespace, &child.name));
             let Some(current) = current else { continue };
             let meta = &current["metadata"];
             let remembered = meta["uid"].as_str().and_then(|uid| children.get(uid));
@@ -74,6 +74,7 @@ impl Applied {
             let Some(sent) = plan.children.iter().find(|c| {
                 c.action != Action::Delete
                     && c.name == w.object.metadata.name.as_deref().unwrap_or("")
+                    && c.namespace == w.object.metadata.namespace.as_deref().unwrap_or("")
                     && GroupKind::from(&c.kind) == w.kind
             }) else {
                 continue;
@@ -145,6 +146,7 @@ mod tests {
             children: vec![ChildPlan {
                 action,
                 kind: KindRef::new("v1", "ResourceQuota"),
+                namespace: String::new(),
                 name: "q".into(),
                 object,
                 uid: None,

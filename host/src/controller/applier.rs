@@ -24,12 +24,16 @@ use tracing::{debug, warn};
 
 use crate::cache::{GroupKind, ResolvedKind};
 use crate::metrics::PluginMetrics;
-use crate::model::{Event, EventType, PluginInfo};
+use crate::model::{Event, EventType, PluginInfo, printable};
 use crate::planner::{Action, ChildPlan, FinalizerAction, Plan};
+use crate::runtime::MAX_EVENT_NOTE;
+
+/// What the API server says of an applied field its schema does not declare.
+const UNDECLARED_FIELD: &str = "field not declared in schema";
 
 /// An API call the applier made failed.
 #[derive(Debug, thiserror::Error)]
-#[error("{verb} {target}: {source}")]
+#[error("{verb} {target}: {}", said(.source))]
 pub struct ApplyError {
     /// What the applier was doing: apply, delete, status, finalizer.
     pub verb: &'static str,
@@ -40,17 +44,45 @@ pub struct ApplyError {
     pub source: kube::Error,
 }
 
+/// What the API server said, as a person reads it: its message, code and reason, without the
+/// whole `Status` (which would not fit in an event's note).
+fn said(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            format!("{} ({} {})", status.message, status.code, status.reason)
+        }
+        other => other.to_string(),
+    }
+}
+
 impl ApplyError {
     /// Whether trying again can succeed without a change to the plugin's output: conflicts,
     /// throttling, server errors, broken connections, and a refusal by RBAC (403), which a
     /// grant heals without touching the parent. A rejection of what the plugin asked for
-    /// (invalid, unknown kind) fails the same way every time.
+    /// (invalid, unknown kind, a field the kind's schema does not declare) fails the same way
+    /// every time.
     pub fn is_retryable(&self) -> bool {
         match &self.source {
+            // Server-side apply reports a field outside the schema as a 500 (kubernetes#139253).
+            kube::Error::Api(status) if status.message.contains(UNDECLARED_FIELD) => false,
             kube::Error::Api(status) => {
                 matches!(status.code, 403 | 409 | 429) || status.code >= 500 || status.code == 0
             }
             _ => true,
+        }
+    }
+
+    /// Whether the write was refused because the child's namespace does not exist or is being
+    /// deleted: that child fails, the parent's other children and its status are still written.
+    pub fn is_namespace_gone(&self) -> bool {
+        match &self.source {
+            kube::Error::Api(s) if s.code == 404 => {
+                s.message.starts_with("namespaces \"") && s.message.ends_with("not found")
+            }
+            kube::Error::Api(s) if s.code == 403 => {
+                s.message.contains("because it is being terminated")
+            }
+            _ => false,
         }
     }
 
@@ -75,6 +107,15 @@ pub struct Written {
     pub kind: GroupKind,
     /// The object.
     pub object: DynamicObject,
+}
+
+/// What carrying out a plan came to.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// What the API server answered to each write, for the caches.
+    pub written: Vec<Written>,
+    /// Children that could not be written because their namespace is missing or terminating.
+    pub failed: Vec<ApplyError>,
 }
 
 /// Applies plans for one plugin.
@@ -115,14 +156,21 @@ impl Applier {
     }
 
     /// Carries out `plan` for `parent`: finalizer added, children applied and deleted, status
-    /// written, finalizer removed — stopping at the first failure. Returns what the API server
-    /// answered to each write, so the caller can bring its caches up to date.
-    pub async fn apply(&self, parent: &Value, plan: &Plan) -> Result<Vec<Written>, ApplyError> {
-        let mut written = Vec::new();
+    /// written, finalizer removed — stopping at the first failure, except that a child whose
+    /// namespace is missing or terminating fails alone: the others are still written, and the
+    /// status is what `on_failed` makes of the failures (the planned one with the error shown,
+    /// say), the finalizer kept.
+    pub async fn apply(
+        &self,
+        parent: &Value,
+        plan: &Plan,
+        on_failed: impl FnOnce(&[ApplyError]) -> Option<Value>,
+    ) -> Result<Outcome, ApplyError> {
+        let mut outcome = Outcome::default();
         let parent_kind = self.parent.group_kind();
-        let parent_written = |object: Option<DynamicObject>, written: &mut Vec<Written>| {
+        let parent_written = |object: Option<DynamicObject>, outcome: &mut Outcome| {
             if let Some(object) = object {
-                written.push(Written {
+                outcome.written.push(Written {
                     kind: parent_kind.clone(),
                     object,
                 });
@@ -130,33 +178,37 @@ impl Applier {
         };
         if plan.finalizer == Some(FinalizerAction::Add) {
             let object = self.finalizer(parent, FinalizerAction::Add).await?;
-            parent_written(object, &mut written);
+            parent_written(object, &mut outcome);
         }
-        let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
         for child in &plan.children {
-            if let Some(object) = self.child(namespace, child).await? {
-                written.push(Written {
+            match self.child(child).await {
+                Ok(Some(object)) => outcome.written.push(Written {
                     kind: GroupKind::from(&child.kind),
                     object,
-                });
+                }),
+                Ok(None) => {}
+                Err(error) if error.is_namespace_gone() => outcome.failed.push(error),
+                Err(error) => return Err(error),
             }
         }
-        if let Some(status) = &plan.status {
+        let status = if outcome.failed.is_empty() {
+            plan.status.clone()
+        } else {
+            on_failed(&outcome.failed)
+        };
+        if let Some(status) = &status {
             let object = self.status(parent, status).await?;
-            parent_written(Some(object), &mut written);
+            parent_written(Some(object), &mut outcome);
         }
-        if plan.finalizer == Some(FinalizerAction::Remove) {
+        if plan.finalizer == Some(FinalizerAction::Remove) && outcome.failed.is_empty() {
             let object = self.finalizer(parent, FinalizerAction::Remove).await?;
-            parent_written(object, &mut written);
+            parent_written(object, &mut outcome);
         }
-        Ok(written)
+        Ok(outcome)
     }
 
-    async fn child(
-        &self,
-        namespace: &str,
-        child: &ChildPlan,
-    ) -> Result<Option<DynamicObject>, ApplyError> {
+    async fn child(&self, child: &ChildPlan) -> Result<Option<DynamicObject>, ApplyError> {
+        let namespace = child.namespace.as_str();
         let action = match child.action {
             Action::Create => "create",
             Action::Update => "update",
@@ -167,7 +219,10 @@ impl Applier {
         if child.action == Action::Unchanged {
             return Ok(None);
         }
-        let target = format!("{} {namespace}/{}", child.kind.kind, child.name);
+        let target = match namespace {
+            "" => format!("{} {}", child.kind.kind, child.name),
+            _ => format!("{} {namespace}/{}", child.kind.kind, child.name),
+        };
         let Some(kind) = self.children.get(&GroupKind::from(&child.kind)) else {
             // Validation only lets declared kinds through, and every declared kind is resolved.
             unreachable!("child kind {} was not resolved", child.kind);
@@ -294,7 +349,9 @@ impl Applier {
                     EventType::Warning => events::EventType::Warning,
                 },
                 reason: event.reason.clone(),
-                note: Some(event.message.clone()),
+                // The host's own notes (several failures joined, say) are cut as the plugin's
+                // are: events.k8s.io refuses a note of 1 kB or more.
+                note: Some(printable(&event.message, MAX_EVENT_NOTE)),
                 action: "Reconcile".to_owned(),
                 secondary: None,
             };
@@ -326,5 +383,67 @@ impl Applier {
         };
         self.metrics.api_error(verb, &error.code());
         error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: u16, reason: &str, message: &str) -> ApplyError {
+        let status = kube::core::Status {
+            code,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            ..Default::default()
+        };
+        ApplyError {
+            verb: "apply",
+            target: "ConfigMap team-a/web".to_owned(),
+            source: kube::Error::Api(Box::new(status)),
+        }
+    }
+
+    #[test]
+    fn a_refusal_should_read_as_the_api_servers_message() {
+        let error = refused(404, "NotFound", "namespaces \"team-a\" not found");
+        assert_eq!(
+            error.to_string(),
+            "apply ConfigMap team-a/web: namespaces \"team-a\" not found (404 NotFound)"
+        );
+    }
+
+    #[test]
+    fn only_a_missing_or_terminating_namespace_should_fail_a_child_alone() {
+        let gone = [
+            refused(404, "NotFound", "namespaces \"team-a\" not found"),
+            refused(
+                403,
+                "Forbidden",
+                "configmaps \"web\" is forbidden: unable to create new content in namespace team-a because it is being terminated",
+            ),
+        ];
+        assert!(gone.iter().all(ApplyError::is_namespace_gone));
+        let others = [
+            refused(404, "NotFound", "configmaps \"web\" not found"),
+            refused(
+                403,
+                "Forbidden",
+                "configmaps \"web\" is forbidden: User \"system:serviceaccount:p:a\" cannot patch resource",
+            ),
+            refused(422, "Invalid", "ConfigMap \"web\" is invalid"),
+        ];
+        assert!(!others.iter().any(ApplyError::is_namespace_gone));
+    }
+
+    #[test]
+    fn an_undeclared_field_should_not_be_retried_although_it_is_a_500() {
+        let error = refused(
+            500,
+            "InternalError",
+            ".status.colour: field not declared in schema",
+        );
+        assert!(!error.is_retryable());
+        assert!(refused(500, "InternalError", "etcd timeout").is_retryable());
     }
 }

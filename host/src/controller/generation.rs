@@ -15,15 +15,19 @@ use serde_json::Value;
 use super::Context;
 use super::applier::Applier;
 use super::deps::Dependencies;
+use super::permanent::Permanent;
 use super::queue::{Priority, WorkQueue};
 use super::reconciler::{Parts, Reconciler};
+use super::schema::{self, ParentSchema, WatchHandle};
 use crate::cache::{
     CacheReader, DiscoveryError, GroupKind, Informer, InformerRef, Meta, ObjectKey, ReadGuard,
     Registration, ResolvedKind,
 };
 use crate::identity::{Identity, impersonating};
 use crate::model::{KindRef, group_of};
+use crate::planner::StatusFields;
 use crate::runtime::Plugin;
+use crate::selector::Selector;
 
 /// What a generation is made of: the things a ReconcilePlugin's spec (or a `--plugin` file)
 /// decides.
@@ -38,6 +42,8 @@ pub struct Spec {
     /// The ServiceAccount the plugin acts as: its writes are made as it, its reads limited to
     /// what it may read. `None` (the static `--plugin` mode) acts as the host.
     pub identity: Option<Identity>,
+    /// The parents it reconciles (empty: all of the kind).
+    pub parent_selector: Selector,
 }
 
 /// Why a generation could not be prepared.
@@ -84,6 +90,8 @@ pub struct Generation {
     informers: Vec<InformerRef>,
     /// Kept for their `Drop`: the handlers feeding the controller's queue.
     _registrations: Vec<Registration>,
+    /// Kept for its `Drop`: the watch on the parent kind's CRD.
+    _schema: Option<WatchHandle>,
 }
 
 impl Generation {
@@ -107,9 +115,21 @@ impl Generation {
         });
         let info = spec.plugin.info().clone();
         let parents = informers.acquire(&info.parent).await?;
-        if !ctx.allow_builtin_parents {
-            custom_resource(&ctx.client, parents.kind()).await?;
+        let crd = schema::crd_of(&ctx.client, parents.kind())
+            .await
+            .map_err(|source| PrepareError::Lookup {
+                parent: parents.group_kind(),
+                source,
+            })?;
+        if crd.is_none() && !ctx.allow_builtin_parents {
+            return Err(PrepareError::BuiltinParent {
+                parent: parents.group_kind(),
+            });
         }
+        let fields = crd.as_ref().map_or_else(StatusFields::all, |crd| {
+            StatusFields::from_crd(crd, &parents.kind().resource.version)
+        });
+        let status_schema = Arc::new(ParentSchema::new(&parents.kind().resource.kind, fields));
         let mut children = Vec::new();
         for kind in &info.children {
             let child = informers.acquire(kind).await?;
@@ -138,28 +158,51 @@ impl Generation {
                 }
             }));
         }
+        // A child or a read object that changes is a new input: a parent that failed for good
+        // on the old one is tried again.
+        let permanent = Arc::new(Permanent::default());
         for child in &children {
-            let queue = queue.clone();
+            let (queue, permanent) = (queue.clone(), permanent.clone());
             let parent_kind = parent_kind.clone();
             registrations.push(child.on_change(move |change| {
                 for object in [change.old, change.new].into_iter().flatten() {
                     if let Some(owner) = controller_of(&object.meta, &parent_kind, namespaced) {
+                        permanent.forget(&owner);
                         queue.add(owner, priority(change.initial));
                     }
                 }
             }));
         }
         for read in &reads {
-            let queue = queue.clone();
+            let (queue, permanent) = (queue.clone(), permanent.clone());
             let deps = deps.clone();
             let kind = read.group_kind();
             registrations.push(read.on_change(move |change| {
                 let (old, new) = (change.old.map(|c| &c.meta), change.new.map(|c| &c.meta));
                 for parent in deps.readers_of(&kind, old, new) {
+                    permanent.forget(&parent);
                     queue.add(parent, Priority::Normal);
                 }
             }));
         }
+
+        // A CRD that comes to declare (or drops) the host's fields changes every parent's
+        // status, failed ones included.
+        let schema_watch = crd.is_some().then(|| {
+            let (queue, permanent) = (queue.clone(), permanent.clone());
+            let replayed = Arc::clone(&parents);
+            schema::watch(
+                ctx.client.clone(),
+                parents.kind(),
+                status_schema.clone(),
+                move || {
+                    permanent.clear();
+                    for key in replayed.store().keys() {
+                        queue.add(key, Priority::Low);
+                    }
+                },
+            )
+        });
 
         let applier = Applier::new(
             client,
@@ -180,6 +223,9 @@ impl Generation {
             deps,
             applier,
             metrics: metrics.plugin(&info.name),
+            selector: spec.parent_selector.clone(),
+            schema: status_schema,
+            permanent,
         });
         let informers = std::iter::once(parents)
             .chain(children)
@@ -190,6 +236,7 @@ impl Generation {
             reconciler: Arc::new(reconciler),
             informers,
             _registrations: registrations,
+            _schema: schema_watch,
         })
     }
 
@@ -251,23 +298,6 @@ impl Generation {
             info.children.iter().filter_map(resolved).collect(),
             info.reads.iter().filter_map(resolved).collect(),
         )
-    }
-}
-
-/// Fails unless `kind` is served by a CustomResourceDefinition. Built-in kinds (the core group,
-/// apps, batch, ...) never are; a CRD is named `<plural>.<group>`.
-async fn custom_resource(client: &kube::Client, kind: &ResolvedKind) -> Result<(), PrepareError> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let parent = kind.group_kind();
-    if kind.resource.group.is_empty() {
-        return Err(PrepareError::BuiltinParent { parent });
-    }
-    let name = format!("{}.{}", kind.resource.plural, kind.resource.group);
-    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
-    match crds.get_metadata_opt(&name).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(PrepareError::BuiltinParent { parent }),
-        Err(source) => Err(PrepareError::Lookup { parent, source }),
     }
 }
 

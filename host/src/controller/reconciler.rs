@@ -4,7 +4,8 @@
 //!
 //! Failures are sorted three ways:
 //! - a permanent plugin error, or an API rejection of what the plugin asked for (invalid,
-//!   unknown kind): shown on the parent and not retried until the parent's generation changes;
+//!   unknown kind, a field the schema does not declare): shown on the parent and not retried
+//!   until an input changes ([`Permanent`]);
 //! - anything else from the plugin (transient errors, deadlines, traps, invalid responses):
 //!   shown on the parent and retried with per-key backoff, so a plugin fixed by an upgrade, or
 //!   an input that gets fixed, recovers;
@@ -26,6 +27,8 @@ use tracing::{debug, info, warn};
 use super::applied::Applied;
 use super::applier::{Applier, ApplyError, Written};
 use super::deps::Dependencies;
+use super::permanent::Permanent;
+use super::schema::ParentSchema;
 use super::workers::Next;
 use crate::cache::{CacheReader, Cached, GroupKind, Informer, ObjectKey};
 use crate::identity::access::Question;
@@ -33,6 +36,7 @@ use crate::metrics::PluginMetrics;
 use crate::model::{self, Event, EventType, ReconcileRequest, object_ref};
 use crate::planner::{self, Action, Plan};
 use crate::runtime::{CallError, CallErrorKind, ObjectReader, Plugin};
+use crate::selector::Selector;
 
 /// Reconciles the parents of one plugin.
 pub struct Reconciler {
@@ -44,12 +48,16 @@ pub struct Reconciler {
     deps: Arc<Dependencies>,
     applier: Applier,
     metrics: PluginMetrics,
-    /// Parents whose last reconcile failed for good: UID and the generation that failed.
-    permanent: Mutex<HashMap<ObjectKey, (String, i64)>>,
+    /// Parents whose last reconcile failed for good, and on what.
+    permanent: Arc<Permanent>,
     /// Conflicts (409) in a row per parent, cleared by a reconcile that goes through.
     conflicts: Mutex<HashMap<ObjectKey, u32>>,
     /// What was last applied to each child, for children the API server normalised.
     applied: Applied,
+    /// The parents this plugin reconciles; the others are left alone.
+    selector: Selector,
+    /// Which of the host's status fields the parent kind admits.
+    schema: Arc<ParentSchema>,
 }
 
 /// Conflicts in a row after which a parent shows them: one is the normal outcome of racing
@@ -74,6 +82,12 @@ pub struct Parts {
     pub applier: Applier,
     /// The plugin's metrics.
     pub metrics: PluginMetrics,
+    /// The parents it reconciles.
+    pub selector: Selector,
+    /// The parent kind's status schema.
+    pub schema: Arc<ParentSchema>,
+    /// Parents that failed for good; the handlers forget one when its inputs change.
+    pub permanent: Arc<Permanent>,
 }
 
 impl Reconciler {
@@ -88,9 +102,11 @@ impl Reconciler {
             deps: parts.deps,
             applier: parts.applier,
             metrics: parts.metrics,
-            permanent: Mutex::new(HashMap::new()),
+            permanent: parts.permanent,
             conflicts: Mutex::new(HashMap::new()),
             applied: Applied::default(),
+            selector: parts.selector,
+            schema: parts.schema,
         }
     }
 
@@ -101,7 +117,7 @@ impl Reconciler {
             // Deleted: the garbage collector removes the children through their ownerReference.
             self.deps.forget(key);
             self.applied.forget(key);
-            self.permanent_lock().remove(key);
+            self.permanent.forget(key);
             self.conflicts
                 .lock()
                 .expect("conflict lock poisoned")
@@ -110,14 +126,13 @@ impl Reconciler {
             return Next::Done;
         };
         let parent = cached.value();
-        let meta = &parent["metadata"];
+        if !self.selector.matches_object(&parent) {
+            return self.unselected(key, &parent).await;
+        }
         let uid = cached.meta.uid.clone();
-        let generation = meta["generation"].as_i64().unwrap_or(0);
         // A parent being deleted is always looked at: its finalize timeout must be able to run.
-        if !model::is_deleting(&parent)
-            && self.permanent_lock().get(key) == Some(&(uid.clone(), generation))
-        {
-            debug!(plugin = %name, parent = %key, generation, "permanent failure; waiting for a change");
+        if !model::is_deleting(&parent) && self.permanent.holds(key, &parent) {
+            debug!(plugin = %name, parent = %key, "permanent failure; waiting for a change");
             return Next::Done;
         }
         let info = self.plugin.info();
@@ -150,15 +165,7 @@ impl Reconciler {
         }
         let namespace = cached.meta.key.namespace.clone();
         self.reader.warm(&namespace).await;
-        // The plugin gets the children's cached text as it is; the planner compares against
-        // them parsed, with the host's own managedFields entries. Children of a kind its
-        // ServiceAccount may not list in the namespace are not shown to it.
-        let mut children: Vec<Arc<Cached>> = Vec::new();
-        for informer in &self.children {
-            if self.may_list(informer, &namespace).await {
-                children.extend(informer.store().controlled_by(&uid));
-            }
-        }
+        let children = self.children_of(&namespace, &uid).await;
         let observed: Vec<Value> = children.iter().map(|c| c.observed()).collect();
         let request = ReconcileRequest {
             children: children.iter().map(|c| c.json().to_owned()).collect(),
@@ -212,31 +219,77 @@ impl Reconciler {
         self.metrics.memory_peak(outcome.memory_peak);
         self.deps.record(key, &outcome.reads);
 
+        let fields = self.schema.fields();
         let mut plan = planner::plan(
             self.plugin.info(),
+            &fields,
             &request.parent,
             &outcome.desired,
             &observed,
             &model::now(),
         );
         self.applied.settle(key, &mut plan, &observed);
-        if let Err(message) = self.takeover(&plan, &namespace, &uid) {
+        if let Err(message) = self.scopes(&plan) {
+            warn!(plugin = %name, parent = %key, error = %message, "a desired child is in the wrong place");
+            self.report(&request.parent, "ReconcileError", &message)
+                .await;
+            return Next::Retry;
+        }
+        if let Err(message) = self.takeover(&plan, &uid) {
             warn!(plugin = %name, parent = %key, error = %message, "a desired child belongs to someone else");
             self.report(&request.parent, "ChildConflict", &message)
                 .await;
             return Next::Retry;
         }
-        match self.applier.apply(&request.parent, &plan).await {
-            Ok(written) => {
-                self.applied.record(key, &plan, &observed, &written);
-                self.observe(written);
+        // A child whose namespace is missing or terminating fails alone; the status written
+        // says so.
+        let now = model::now();
+        let on_failed = |failed: &[ApplyError]| {
+            let message = failures_message(failed);
+            let base = plan
+                .status
+                .clone()
+                .unwrap_or_else(|| request.parent["status"].clone());
+            let status = planner::with_failure(
+                &request.parent,
+                &base,
+                "ChildFailed",
+                &message,
+                &fields,
+                &now,
+            );
+            (status != request.parent["status"]).then_some(status)
+        };
+        let failed = match self.applier.apply(&request.parent, &plan, on_failed).await {
+            Ok(outcome) => {
+                self.applied.record(key, &plan, &observed, &outcome.written);
+                let wrote_status = outcome
+                    .written
+                    .iter()
+                    .any(|w| w.kind == self.parents.group_kind());
+                self.observe(outcome.written);
+                if wrote_status && plan.status.is_some() {
+                    self.say_missing_fields(&request.parent).await;
+                }
+                outcome.failed
             }
             Err(error) => return self.apply_failed(key, &request.parent, error).await,
-        }
+        };
         self.applier
             .events(&request.parent, &outcome.desired.events)
             .await;
-        self.permanent_lock().remove(key);
+        if !failed.is_empty() {
+            let message = failures_message(&failed);
+            warn!(plugin = %name, parent = %key, error = %message, "children could not be written");
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "ChildFailed".into(),
+                message,
+            };
+            self.applier.events(&request.parent, &[event]).await;
+            return Next::Retry;
+        }
+        self.permanent.forget(key);
         self.conflicts
             .lock()
             .expect("conflict lock poisoned")
@@ -280,6 +333,37 @@ impl Reconciler {
         }
     }
 
+    /// The parent's children as the plugin may see them. The plugin gets their cached text as
+    /// it is; the planner compares against them parsed, with the host's own managedFields
+    /// entries. A namespaced parent's children are in its namespace (an object elsewhere naming
+    /// it as owner is not its child: the garbage collector does not honour that either); a
+    /// cluster-scoped parent's are anywhere. Children in a namespace where the plugin's
+    /// ServiceAccount may not list their kind are not shown to it.
+    async fn children_of(&self, namespace: &str, uid: &str) -> Vec<Arc<Cached>> {
+        let mut children = Vec::new();
+        for informer in &self.children {
+            let mut allowed: HashMap<String, bool> = HashMap::new();
+            for child in informer.store().controlled_by(uid) {
+                let place = child.meta.key.namespace.clone();
+                if !namespace.is_empty() && !place.is_empty() && place != namespace {
+                    continue;
+                }
+                let may = match allowed.get(&place) {
+                    Some(may) => *may,
+                    None => {
+                        let may = self.may_list(informer, &place).await;
+                        allowed.insert(place, may);
+                        may
+                    }
+                };
+                if may {
+                    children.push(child);
+                }
+            }
+        }
+        children
+    }
+
     /// Whether the plugin's ServiceAccount may list children of this kind in the namespace
     /// (always, when the plugin acts as the host).
     async fn may_list(&self, informer: &Informer, namespace: &str) -> bool {
@@ -301,18 +385,13 @@ impl Reconciler {
     /// not control: an unowned object (adopting it would hand a plugin something it never
     /// made) or another parent's (two parents would fight over it). controller-runtime and
     /// Metacontroller refuse the same; nothing is sent.
-    fn takeover(&self, plan: &Plan, namespace: &str, parent_uid: &str) -> Result<(), String> {
+    fn takeover(&self, plan: &Plan, parent_uid: &str) -> Result<(), String> {
         for child in plan.children.iter().filter(|c| c.action == Action::Create) {
             let kind = GroupKind::from(&child.kind);
             let Some(informer) = self.children.iter().find(|i| i.group_kind() == kind) else {
                 continue;
             };
-            let namespace = if informer.kind().namespaced {
-                namespace
-            } else {
-                ""
-            };
-            if let Some(existing) = informer.store().get(namespace, &child.name) {
+            if let Some(existing) = informer.store().get(&child.namespace, &child.name) {
                 if existing
                     .meta
                     .controller
@@ -335,6 +414,33 @@ impl Reconciler {
         Ok(())
     }
 
+    /// Refuses a plan with a child in no namespace although its kind is namespaced (a
+    /// cluster-scoped parent's children name theirs), or in one although its kind is not.
+    fn scopes(&self, plan: &Plan) -> Result<(), String> {
+        for child in plan.children.iter().filter(|c| c.action != Action::Delete) {
+            let kind = GroupKind::from(&child.kind);
+            let Some(informer) = self.children.iter().find(|i| i.group_kind() == kind) else {
+                continue;
+            };
+            match (informer.kind().namespaced, child.namespace.is_empty()) {
+                (true, true) => {
+                    return Err(format!(
+                        "{} {}: metadata.namespace is required: the parent is cluster-scoped, so each namespaced child names its namespace",
+                        child.kind.kind, child.name
+                    ));
+                }
+                (false, false) => {
+                    return Err(format!(
+                        "{} {}: metadata.namespace must not be set: {} is cluster-scoped",
+                        child.kind.kind, child.name, child.kind.kind
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     async fn call_failed(&self, key: &ObjectKey, parent: &Value, error: CallError) -> Next {
         let label = error.kind.label();
         self.metrics.error(label);
@@ -348,7 +454,7 @@ impl Reconciler {
         warn!(plugin = %error.plugin, parent = %key, kind = label, error = %message, "reconcile failed");
         self.report(parent, "ReconcileError", &message).await;
         if error.kind.is_permanent() {
-            self.remember_permanent(key, parent);
+            self.permanent.remember(key, parent);
             Next::Terminal
         } else {
             Next::Retry
@@ -380,32 +486,71 @@ impl Reconciler {
         if error.is_retryable() {
             Next::Retry
         } else {
-            self.remember_permanent(key, parent);
+            self.permanent.remember(key, parent);
             Next::Terminal
         }
     }
 
-    /// Removes the host's finalizer from a parent being deleted, without calling the plugin.
+    /// A parent outside the plugin's selection gets no write at all, except that one the plugin
+    /// finalized while it was selected is released: nothing would ever take the finalizer off.
+    /// Its children stay; the garbage collector takes them with the parent.
+    async fn unselected(&self, key: &ObjectKey, parent: &Value) -> Next {
+        self.deps.forget(key);
+        self.applied.forget(key);
+        self.permanent.forget(key);
+        self.conflicts
+            .lock()
+            .expect("conflict lock poisoned")
+            .remove(key);
+        if !self.plugin.info().holds_finalizer(parent) {
+            debug!(plugin = %self.plugin.info().name, parent = %key, "not selected");
+            return Next::Done;
+        }
+        self.release(key, parent).await
+    }
+
+    /// Removes the host's finalizer from a parent, without calling the plugin: one being deleted
+    /// whose plugin no longer asks for a finalizer, or one that left the selection.
     async fn release(&self, key: &ObjectKey, parent: &Value) -> Next {
         let plan = planner::Plan {
             children: Vec::new(),
             status: None,
             finalizer: Some(planner::FinalizerAction::Remove),
         };
-        match self.applier.apply(parent, &plan).await {
-            Ok(written) => {
-                self.observe(written);
+        match self.applier.apply(parent, &plan, |_| None).await {
+            Ok(outcome) => {
+                self.observe(outcome.written);
                 info!(plugin = %self.plugin.info().name, parent = %key,
-                      "released: the plugin no longer asks for a finalizer");
+                      selected = self.selector.matches_object(parent), "released its finalizer");
                 Next::Done
             }
             Err(error) => self.apply_failed(key, parent, error).await,
         }
     }
 
-    /// Shows a failure on the parent: `Synced=False` with the message, and a Warning event.
+    /// Says once per change of the parent kind's schema, on the first parent whose status it
+    /// wrote, which of the host's fields the kind does not declare.
+    async fn say_missing_fields(&self, parent: &Value) {
+        if let Some(missing) = self.schema.unsaid_missing() {
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "StatusFieldsUndeclared".into(),
+                message: format!(
+                    "the CustomResourceDefinition of {} does not declare {missing}: the host writes the plugin's status without them, so failures show only as events",
+                    self.parents.kind().resource.kind
+                ),
+            };
+            self.applier.events(parent, &[event]).await;
+        }
+    }
+
+    /// Shows a failure on the parent: `Synced=False` with the message (where the kind has
+    /// conditions), and a Warning event.
     async fn report(&self, parent: &Value, reason: &str, message: &str) {
-        if let Some(status) = planner::failure_status(parent, reason, message, &model::now()) {
+        let fields = self.schema.fields();
+        if let Some(status) =
+            planner::failure_status(parent, reason, message, &fields, &model::now())
+        {
             match self.applier.status(parent, &status).await {
                 Ok(object) => self.parents.observe_write(object),
                 Err(error) => {
@@ -433,17 +578,13 @@ impl Reconciler {
             }
         }
     }
+}
 
-    fn remember_permanent(&self, key: &ObjectKey, parent: &Value) {
-        let meta = &parent["metadata"];
-        let uid = meta["uid"].as_str().unwrap_or("").to_owned();
-        let generation = meta["generation"].as_i64().unwrap_or(0);
-        self.permanent_lock().insert(key.clone(), (uid, generation));
-    }
-
-    fn permanent_lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, (String, i64)>> {
-        self.permanent
-            .lock()
-            .expect("permanent-failure lock poisoned")
-    }
+/// The failed children, one per line-ish: what each write was refused with.
+fn failures_message(failed: &[ApplyError]) -> String {
+    failed
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }

@@ -6,6 +6,7 @@ use std::hash::{Hash as _, Hasher as _};
 use super::{Defaults, Failure, Stage};
 use crate::api::{self, ReconcilePlugin};
 use crate::runtime::Limits;
+use crate::selector::Selector;
 
 /// What decides a generation: a change to any of it swaps the plugin.
 pub fn fingerprint(rp: &ReconcilePlugin) -> u64 {
@@ -20,7 +21,27 @@ pub fn fingerprint(rp: &ReconcilePlugin) -> u64 {
     serde_json::to_string(&rp.spec.limits)
         .unwrap_or_default()
         .hash(&mut hasher);
+    // Another selection is another set of parents: the new generation's handlers replay them
+    // all, so those that left are released and those that entered are reconciled.
+    serde_json::to_string(&rp.spec.parent_selector)
+        .unwrap_or_default()
+        .hash(&mut hasher);
     hasher.finish()
+}
+
+/// The parents a ReconcilePlugin selects.
+pub fn selector_of(rp: &ReconcilePlugin) -> Result<Selector, Failure> {
+    rp.spec
+        .parent_selector
+        .as_ref()
+        .map_or_else(|| Ok(Selector::default()), Selector::from_label_selector)
+        .map_err(|e| {
+            Failure::new(
+                Stage::Start,
+                "InvalidParentSelector",
+                format!("spec.parentSelector: {e}"),
+            )
+        })
 }
 
 /// The runtime limits a ReconcilePlugin asks for, over the host's defaults.

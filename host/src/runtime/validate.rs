@@ -108,6 +108,9 @@ pub fn validate(
             text,
             limits.child_finalizers,
         )?;
+        // A child is one object: its group, kind, namespace and name (a cluster-scoped
+        // parent's children may share a name across namespaces).
+        let meta = &child["metadata"];
         let key = (
             child["apiVersion"]
                 .as_str()
@@ -116,12 +119,18 @@ pub fn validate(
                 .map_or("", |(g, _)| g)
                 .to_owned(),
             child["kind"].as_str().unwrap_or("").to_owned(),
-            child["metadata"]["name"].as_str().unwrap_or("").to_owned(),
+            meta["namespace"].as_str().unwrap_or(parent_ns).to_owned(),
+            meta["name"].as_str().unwrap_or("").to_owned(),
         );
         if !seen.insert(key.clone()) {
+            let place = if key.2.is_empty() {
+                String::new()
+            } else {
+                format!(" in namespace {}", key.2)
+            };
             return Err(invalid(
                 format!("children[{i}]"),
-                format!("duplicate child {} {}", key.1, key.2),
+                format!("duplicate child {} {}{place}", key.1, key.3),
             ));
         }
         children.push(child);
@@ -258,14 +267,22 @@ fn validate_child(
     if let Err(reason) = check_name(name) {
         return Err(invalid(format!("{path}.metadata.name"), reason));
     }
+    // A namespaced parent's children stay in its namespace; a cluster-scoped parent's name
+    // theirs (whether a kind needs one is the reconciler's to check: it knows the scopes).
     if let Some(ns) = meta.get("namespace") {
         let ns = ns.as_str().unwrap_or("<not a string>");
-        if ns != parent_ns {
+        if !parent_ns.is_empty() && ns != parent_ns {
             return Err(invalid(
                 format!("{path}.metadata.namespace"),
                 format!(
                     "child in namespace {ns:?}, but children must stay in the parent's namespace {parent_ns:?}"
                 ),
+            ));
+        }
+        if parent_ns.is_empty() && !is_label(ns) {
+            return Err(invalid(
+                format!("{path}.metadata.namespace"),
+                format!("{ns:?} is not a namespace name (a DNS label)"),
             ));
         }
     }
@@ -331,6 +348,16 @@ fn check_name(name: &str) -> Result<(), String> {
             "{name:?} is not a valid name (lower-case letters, digits, '-' and '.')"
         ))
     }
+}
+
+/// Whether `s` is a DNS label (RFC 1123), as namespace names are.
+fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 /// Checks what `info()` returned.
@@ -469,6 +496,33 @@ mod tests {
             "children[1]"
         );
         assert_eq!(err_path(vec![json!([1, 2])]), "children[0]");
+    }
+
+    #[test]
+    fn a_cluster_scoped_parents_children_should_name_their_namespaces() {
+        let cluster_parent = json!({"metadata": {"name": "defaults"}});
+        let cm = |ns: Value| json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "q", "namespace": ns}});
+        let ok = validate(
+            &info(),
+            &cluster_parent,
+            response(vec![cm(json!("team-a")), cm(json!("team-b"))]),
+            &Limits::default(),
+        );
+        assert_eq!(ok.unwrap().children.len(), 2, "one name in two namespaces");
+        let invalid_path = |children| match validate(
+            &info(),
+            &cluster_parent,
+            response(children),
+            &Limits::default(),
+        ) {
+            Err(CallErrorKind::InvalidResponse { path, reason }) => (path, reason),
+            other => panic!("expected an invalid response, got {other:?}"),
+        };
+        let (path, reason) = invalid_path(vec![cm(json!("team-a")), cm(json!("team-a"))]);
+        assert_eq!(path, "children[1]");
+        assert!(reason.contains("in namespace team-a"), "{reason}");
+        let (path, _) = invalid_path(vec![cm(json!("Team_A"))]);
+        assert_eq!(path, "children[0].metadata.namespace");
     }
 
     #[test]

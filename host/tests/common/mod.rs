@@ -80,6 +80,11 @@ impl World {
         self.host_in("", &[], &[], args).await
     }
 
+    /// Like [`World::host_everywhere`], with `--plugin` files.
+    pub async fn host_everywhere_with(&self, plugins: &[&str], args: &[&str]) -> Host {
+        self.host_in("", plugins, &[], args).await
+    }
+
     async fn host_in(
         &self,
         namespace: &str,
@@ -166,6 +171,16 @@ impl World {
             .skip(since)
             .filter(|e| e.by_reconhost())
             .map(|e| format!("{} {}", e.verb, e.request_uri))
+            .collect()
+    }
+
+    /// The host's writes in this namespace whose request names `name` (the parent, its status,
+    /// or a child named after it).
+    pub fn host_writes_about(&self, name: &str) -> Vec<String> {
+        let segment = format!("/{name}");
+        self.host_writes_since(0)
+            .into_iter()
+            .filter(|w| w.split('?').next().unwrap_or("").contains(&segment))
             .collect()
     }
 
