@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use reconhost::model::ReconcileRequest;
-use reconhost::runtime::{Limits, NoObjects, Plugin, Runtime, RuntimeConfig};
+use reconhost::runtime::{Limits, MemoryReset, NoObjects, Plugin, Runtime, RuntimeConfig};
 use reconhost_sdk::Reconciler as _;
 use serde_json::{Value, json};
 
@@ -157,28 +157,23 @@ fn main() {
         native(&text);
         warm.reconcile(&request, reader.clone()).unwrap();
         inline.reconcile(&request, reader.clone()).unwrap();
+        // What a reconcile waits for: the result, handed over before the used instance is torn
+        // down and the next one made (both still on this thread, after the timed region).
+        let until_result = |plugin: &Plugin| {
+            let start = Instant::now();
+            plugin.reconcile_then(&request, reader.clone(), |result| {
+                let elapsed = start.elapsed();
+                std::hint::black_box(result.unwrap());
+                elapsed
+            })
+        };
 
         let native_t = time_each(n, || {
             std::hint::black_box(native(&text));
         });
-        // The hot path: a controller's reconciles are spaced by API round trips, which is when
-        // the refill thread makes the next instance; the pause is outside the timed region.
-        let mut samples = Vec::with_capacity(n);
-        for _ in 0..n {
-            // Spin rather than sleep: a sleeping core wakes up cold and slow, which would be
-            // measured as if it were the call.
-            let pause = Instant::now();
-            while pause.elapsed() < Duration::from_micros(300) {
-                std::hint::spin_loop();
-            }
-            let start = Instant::now();
-            std::hint::black_box(warm.reconcile(&request, reader.clone()).unwrap());
-            samples.push(start.elapsed());
-        }
-        let hot = median(samples);
-        let cold = time_each(n, || {
-            std::hint::black_box(inline.reconcile(&request, reader.clone()).unwrap());
-        });
+        // The hot path: a pre-made instance, the result timed as the reconciler receives it.
+        let hot = median((0..n).map(|_| until_result(&warm)).collect());
+        let cold = median((0..n).map(|_| until_result(&inline)).collect());
         let http_keep = rt.block_on(async {
             let mut samples = Vec::with_capacity(n);
             for _ in 0..n {
@@ -243,6 +238,8 @@ fn main() {
             ));
         }
     }
+    memory_reset(&bytes, &cache);
+
     println!();
     println!("Targets (webapp, ~1 KiB parent):");
     for v in &verdicts {
@@ -296,4 +293,77 @@ fn main() {
         );
     }
     let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// webapp at 1 KiB under each way of resetting a used instance's memory, side by side: what a
+/// reconcile waits for (to the result) and what it costs the thread in all (the teardown and
+/// the next instance included), which is what bounds reconciles per core.
+fn memory_reset(bytes: &[u8], cache: &std::path::Path) {
+    let scan = matches!(MemoryReset::Auto.resolve(), MemoryReset::Scan { .. });
+    println!();
+    println!(
+        "| memory reset (webapp, 1 KiB) | to the result, pre-made | to the result, inline | whole call, pre-made |"
+    );
+    println!("|---|---|---|---|");
+    let request = ReconcileRequest {
+        parent: parent(1 << 10),
+        children: vec![],
+        config: json!({}),
+        finalizing: false,
+    };
+    let reader: Arc<dyn reconhost::runtime::ObjectReader> = Arc::new(NoObjects);
+    let strategies = [
+        (
+            "memset 1 MiB",
+            MemoryReset::Memset {
+                keep_resident: 1 << 20,
+            },
+        ),
+        ("memset 0", MemoryReset::Memset { keep_resident: 0 }),
+        (
+            "pagemap scan, 2 MiB",
+            MemoryReset::Scan {
+                keep_resident: 2 << 20,
+            },
+        ),
+        (
+            "pagemap scan, 8 MiB",
+            MemoryReset::Scan {
+                keep_resident: 8 << 20,
+            },
+        ),
+    ];
+    for (label, reset) in strategies {
+        if matches!(reset, MemoryReset::Scan { .. }) && !scan {
+            println!("| {label} | no PAGEMAP_SCAN on this kernel | | |");
+            continue;
+        }
+        let runtime = Runtime::new(RuntimeConfig {
+            cache_dir: cache.to_owned(),
+            memory_reset: reset,
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        let warm = Plugin::load(&runtime, "webapp", bytes, Limits::default()).unwrap();
+        let inline =
+            Plugin::load_with_warm(&runtime, "webapp", bytes, Limits::default(), 0).unwrap();
+        let to_result = |plugin: &Plugin| {
+            let start = Instant::now();
+            plugin.reconcile_then(&request, reader.clone(), |result| {
+                let elapsed = start.elapsed();
+                std::hint::black_box(result.unwrap());
+                elapsed
+            })
+        };
+        for _ in 0..50 {
+            to_result(&warm);
+            to_result(&inline);
+        }
+        let hot = median((0..ITERATIONS).map(|_| to_result(&warm)).collect());
+        let fresh = median((0..ITERATIONS).map(|_| to_result(&inline)).collect());
+        let whole = time_each(ITERATIONS, || {
+            std::hint::black_box(warm.reconcile(&request, reader.clone()).unwrap());
+        });
+        println!("| {label} | {} | {} | {} |", us(hot), us(fresh), us(whole));
+    }
 }

@@ -303,10 +303,10 @@ fn status(
         (None, Value::Object(c)) => c.clone(),
         _ => Map::new(),
     };
-    if let Some(generation) = parent["metadata"]["generation"].as_i64() {
-        if fields.observed_generation {
-            status.insert("observedGeneration".into(), json!(generation));
-        }
+    if let Some(generation) = parent["metadata"]["generation"].as_i64()
+        && fields.observed_generation
+    {
+        status.insert("observedGeneration".into(), json!(generation));
     }
     let Some(condition_fields) = fields.conditions.as_deref() else {
         return Value::Object(status);

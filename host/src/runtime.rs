@@ -15,7 +15,7 @@ mod state;
 mod validate;
 
 pub use cache::{CompiledCache, Provenance, sha256_hex};
-pub use engine::{EPOCH_TICK, EngineError, Runtime, RuntimeConfig};
+pub use engine::{EPOCH_TICK, EngineError, MemoryReset, Runtime, RuntimeConfig};
 pub use error::{CallError, CallErrorKind, LoadError};
 pub use limits::Limits;
 pub use plugin::{Outcome, Plugin, SUPPORTED_CONTRACTS};

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use reconhost::model::{KindRef, PluginError, ReconcileRequest};
 use reconhost::runtime::{
-    CallErrorKind, Limits, LoadError, NoObjects, Plugin, Provenance, Read, Runtime, RuntimeConfig,
-    StaticObjects,
+    CallErrorKind, Limits, LoadError, MemoryReset, NoObjects, Plugin, Provenance, Read, Runtime,
+    RuntimeConfig, StaticObjects,
 };
 use serde_json::json;
 
@@ -89,7 +89,10 @@ fn call(
 fn assert_runtime_healthy() {
     let good = load("runtime-state-leak", Limits::default());
     let outcome = call(&good, &widget("after")).expect("a good plugin keeps working");
-    assert_eq!(outcome.desired.status, Some(json!({"callsBefore": 0})));
+    assert_eq!(
+        outcome.desired.status,
+        Some(json!({"callsBefore": 0, "heapMarked": 0, "grownPagesMarked": 0}))
+    );
 }
 
 /// Runs a misbehaving plugin twice (the second call must fail the same way, not worse) and checks
@@ -227,16 +230,51 @@ fn stdout_spam_should_hit_the_log_limit() {
     assert!(matches!(err, CallErrorKind::LogLimit { .. }), "{err}");
 }
 
+/// Every call finds no mark of an earlier one in a static, the heap or grown memory, whichever
+/// way used memory is reset, with pre-made instances (made by the fill thread, then by the
+/// calls) and with instances made inline; enough calls that pool slots are reused many times.
 #[test]
 fn every_call_should_see_a_pristine_instance() {
-    let plugin = load("runtime-state-leak", Limits::default());
-    for _ in 0..5 {
-        let outcome = call(&plugin, &widget("w")).unwrap();
-        assert_eq!(
-            outcome.desired.status,
-            Some(json!({"callsBefore": 0})),
-            "a static survived from an earlier call"
-        );
+    let scan = matches!(MemoryReset::Auto.resolve(), MemoryReset::Scan { .. });
+    let mut strategies = vec![
+        MemoryReset::Memset { keep_resident: 0 },
+        MemoryReset::Memset {
+            keep_resident: 1 << 20,
+        },
+    ];
+    if scan {
+        strategies.push(MemoryReset::Scan {
+            keep_resident: 2 << 20,
+        });
+    }
+    let wasm = wasm("runtime-state-leak");
+    for reset in strategies {
+        let dir = std::env::temp_dir().join(format!("reconhost-reset-test-{}", std::process::id()));
+        let runtime = Runtime::new(RuntimeConfig {
+            cache_dir: dir,
+            memory_reset: reset,
+            max_instances: 8,
+            ..RuntimeConfig::default()
+        })
+        .expect("engine");
+        for warm in [2, 0] {
+            let plugin = Plugin::load_with_warm(
+                &runtime,
+                "runtime-state-leak",
+                &wasm,
+                Limits::default(),
+                warm,
+            )
+            .expect("loading runtime-state-leak");
+            for i in 0..20 {
+                let outcome = call(&plugin, &widget("w")).unwrap();
+                assert_eq!(
+                    outcome.desired.status,
+                    Some(json!({"callsBefore": 0, "heapMarked": 0, "grownPagesMarked": 0})),
+                    "call {i} under {reset:?}, {warm} pre-made: an earlier call's state survived"
+                );
+            }
+        }
     }
 }
 

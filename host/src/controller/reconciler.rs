@@ -167,29 +167,34 @@ impl Reconciler {
         self.reader.warm(&namespace).await;
         let children = self.children_of(&namespace, &uid).await;
         let observed: Vec<Value> = children.iter().map(|c| c.observed()).collect();
-        let request = ReconcileRequest {
+        let request = Arc::new(ReconcileRequest {
             children: children.iter().map(|c| c.json().to_owned()).collect(),
             parent,
             config: self.config.clone(),
             finalizing: deleting,
-        };
+        });
 
         let plugin = self.plugin.clone();
         let call_reader = Arc::new(self.reader.for_call());
         let reader: Arc<dyn ObjectReader> = call_reader.clone();
         // The call runs on a blocking thread; it stays inside this reconcile's span, so what the
-        // plugin logs names the plugin, the parent and the digest of the code.
+        // plugin logs names the plugin, the parent and the digest of the code. The result comes
+        // back as soon as it exists: that thread then tears the instance down and makes the
+        // next one, off this reconcile's path.
         let span = tracing::Span::current();
-        let call = tokio::task::spawn_blocking(move || {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let call_request = request.clone();
+        // Detached: the result comes through the oneshot; a panic drops the sender.
+        drop(tokio::task::spawn_blocking(move || {
             let _span = span.enter();
-            let result = plugin.reconcile(&request, reader);
-            (request, result)
-        })
-        .await;
-        let (request, result) = match call {
-            Ok(done) => done,
-            Err(e) => {
-                warn!(plugin = %name, parent = %key, error = %e, "plugin call thread failed");
+            plugin.reconcile_then(&call_request, reader, |result| {
+                let _ = tx.send(result);
+            });
+        }));
+        let result = match rx.await {
+            Ok(result) => result,
+            Err(_) => {
+                warn!(plugin = %name, parent = %key, "plugin call thread failed");
                 return Next::Retry;
             }
         };

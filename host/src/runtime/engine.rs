@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::v0_1;
 use super::cache::CompiledCache;
@@ -27,6 +27,46 @@ pub struct RuntimeConfig {
     /// Upper bound of any plugin's memory cap, in bytes; reserves address space per pool slot.
     /// Default 1 GiB.
     pub max_memory: usize,
+    /// How a used instance's memory is made pristine again for the next one.
+    pub memory_reset: MemoryReset,
+}
+
+/// How the pooling allocator returns a used instance's linear memory to its initial contents.
+/// Every strategy gives the next call a pristine memory; they differ in what the reset costs
+/// and in how many page faults the next call takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryReset {
+    /// [`MemoryReset::Scan`] with 2 MiB where the kernel has `PAGEMAP_SCAN` (Linux 6.7 and
+    /// later), [`MemoryReset::Memset`] with 0 elsewhere: the fastest of each, as measured
+    /// (docs/BENCHMARKS.md).
+    Auto,
+    /// Ask the kernel which pages the call wrote (`PAGEMAP_SCAN`) and restore only those, up to
+    /// `keep_resident` bytes, which stay mapped so the next call takes no page faults on them;
+    /// the rest is given back to the kernel.
+    Scan {
+        /// Bytes of each memory kept resident between calls.
+        keep_resident: usize,
+    },
+    /// Restore the first `keep_resident` bytes with `memset` whether they were written or not,
+    /// and give the rest back to the kernel (`madvise`), so the next call faults its pages in
+    /// again.
+    Memset {
+        /// Bytes of each memory kept resident between calls.
+        keep_resident: usize,
+    },
+}
+
+impl MemoryReset {
+    /// What [`MemoryReset::Auto`] comes to on this machine; the others as they are.
+    pub fn resolve(self) -> Self {
+        match self {
+            Self::Auto if PoolingAllocationConfig::is_pagemap_scan_available() => Self::Scan {
+                keep_resident: 2 << 20,
+            },
+            Self::Auto => Self::Memset { keep_resident: 0 },
+            other => other,
+        }
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -43,6 +83,7 @@ impl Default for RuntimeConfig {
             cache_dir: cache.join("compiled"),
             max_instances: 256,
             max_memory: 1 << 30,
+            memory_reset: MemoryReset::Auto,
         }
     }
 }
@@ -116,9 +157,16 @@ fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
             .max_core_instance_size(10 << 20)
             .max_memories_per_component(4)
             .max_tables_per_component(8)
-            .max_unused_warm_slots(n / 4)
-            .linear_memory_keep_resident(1 << 20)
-            .table_keep_resident(64 << 10);
+            .max_unused_warm_slots(n / 4);
+        let (scan, keep_resident) = match config.memory_reset.resolve() {
+            MemoryReset::Scan { keep_resident } => (true, keep_resident),
+            MemoryReset::Memset { keep_resident } => (false, keep_resident),
+            // `resolve` never answers Auto.
+            MemoryReset::Auto => (false, 0),
+        };
+        pool.pagemap_scan(if scan { Enabled::Yes } else { Enabled::No })
+            .linear_memory_keep_resident(keep_resident)
+            .table_keep_resident(keep_resident.min(64 << 10));
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     c

@@ -1,10 +1,15 @@
 //! A loaded plugin: compiled once, type-checked once (`InstancePre`), and called in a fresh
 //! instance every time.
 //!
-//! Fresh instances are made ahead of need: a small per-plugin pool is kept full by a background
-//! thread, so the hot path only takes a pristine instance, calls it and drops it. Each instance
-//! serves exactly one call and is never returned to the pool.
+//! Fresh instances are made ahead of need: a background thread fills a small per-plugin pool
+//! when the plugin loads, and afterwards each call makes its own replacement. The hot path only
+//! takes a pristine instance and calls it; [`Plugin::reconcile_then`] hands the result over
+//! before the used instance is torn down (its memory reset) and before the replacement is made,
+//! both on the caller's thread, where the caches are warm (the refill thread's instances were
+//! measured slower to call: docs/BENCHMARKS.md). Each instance serves exactly one call and is
+//! never returned to the pool.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,11 +41,13 @@ pub struct Plugin {
 
 struct Inner {
     prepared: Arc<Prepared>,
-    /// Pristine instances made by the refill thread. Dropping the receiver stops the thread.
+    /// Pristine instances, made ahead of need.
     warm: Mutex<Receiver<Warm>>,
-    /// Tells the refill thread that a warm instance was used up. Sent after the call finishes,
-    /// so making the replacement never competes with the call for the CPU.
-    demand: SyncSender<()>,
+    /// Where replacements go.
+    refill: SyncSender<Warm>,
+    /// How many pristine instances the pool holds, and how many it should.
+    ready: Arc<AtomicUsize>,
+    depth: usize,
     /// How the component was obtained on load.
     provenance: Provenance,
 }
@@ -179,15 +186,17 @@ impl Plugin {
         prepared.info = info;
         let prepared = Arc::new(prepared);
         let (tx, rx) = sync_channel(warm);
-        let (demand, demand_rx) = sync_channel(warm);
+        let ready = Arc::new(AtomicUsize::new(0));
         if warm > 0 {
-            spawn_refill(prepared.clone(), warm, tx, demand_rx);
+            spawn_fill(prepared.clone(), warm, tx.clone(), ready.clone());
         }
         Ok(Self {
             inner: Arc::new(Inner {
                 prepared,
                 warm: Mutex::new(rx),
-                demand,
+                refill: tx,
+                ready,
+                depth: warm,
                 provenance,
             }),
         })
@@ -240,6 +249,54 @@ impl Plugin {
         request: &ReconcileRequest,
         reader: Arc<dyn ObjectReader>,
     ) -> Result<Outcome, CallError> {
+        self.reconcile_then(request, reader, |result| result)
+    }
+
+    /// Like [`Plugin::reconcile`], but hands the result to `deliver` as soon as it exists; only
+    /// then is the used instance torn down and, if the pool is short, its replacement made, on
+    /// this thread. Neither is on the latency of whoever `deliver` tells.
+    pub fn reconcile_then<T>(
+        &self,
+        request: &ReconcileRequest,
+        reader: Arc<dyn ObjectReader>,
+        deliver: impl FnOnce(Result<Outcome, CallError>) -> T,
+    ) -> T {
+        let mut used = None;
+        let result = self.call(request, reader, &mut used);
+        let delivered = deliver(result);
+        drop(used);
+        self.top_up();
+        delivered
+    }
+
+    /// Makes one pristine instance if the pool holds fewer than it should.
+    fn top_up(&self) {
+        let inner = &self.inner;
+        if inner.ready.load(Ordering::Relaxed) >= inner.depth {
+            return;
+        }
+        match inner.prepared.instantiate() {
+            Ok(warm) => {
+                // Full (another caller topped it up first): this one is dropped unused.
+                if inner.refill.try_send(warm).is_ok() {
+                    inner.ready.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // The next call instantiates inline and reports the error on its parent.
+            Err(e) => {
+                tracing::warn!(plugin = %inner.prepared.info.name, error = %e, "pre-instantiating failed");
+            }
+        }
+    }
+
+    /// The call itself; the instance it used is left in `used`, for the caller to drop when it
+    /// suits.
+    fn call(
+        &self,
+        request: &ReconcileRequest,
+        reader: Arc<dyn ObjectReader>,
+        used: &mut Option<Store<State>>,
+    ) -> Result<Outcome, CallError> {
         let prepared = &self.inner.prepared;
         let parent = object_ref(&request.parent);
         let fail = |kind| CallError {
@@ -255,15 +312,14 @@ impl Plugin {
             .lock()
             .ok()
             .and_then(|rx| rx.try_recv().ok());
-        // Declared before the store, so it fires after the store is dropped, at the very end.
-        let _refill = warm.is_some().then(|| RefillOnDrop(&self.inner.demand));
-        let Warm {
-            mut store,
-            bindings,
-        } = match warm {
+        if warm.is_some() {
+            self.inner.ready.fetch_sub(1, Ordering::Relaxed);
+        }
+        let Warm { store, bindings } = match warm {
             Some(w) => w,
             None => prepared.instantiate().map_err(fail)?,
         };
+        let store = used.insert(store);
         store.data_mut().reader = reader;
         store.data_mut().parent = parent.clone();
         store.set_epoch_deadline(deadline_ticks(prepared.limits.deadline));
@@ -273,8 +329,8 @@ impl Plugin {
             config: request.config.to_string(),
             finalizing: request.finalizing,
         };
-        let result = bindings.call_reconcile(&mut store, &wit_request);
-        forward_output(&store, &prepared.name, &parent);
+        let result = bindings.call_reconcile(&mut *store, &wit_request);
+        forward_output(store, &prepared.name, &parent);
         let response = match result {
             Ok(Ok(response)) => response,
             Ok(Err(error)) => {
@@ -292,7 +348,7 @@ impl Plugin {
                     ..fail(error.into())
                 });
             }
-            Err(e) => return Err(fail(classify(&e, &store, &prepared.limits))),
+            Err(e) => return Err(fail(classify(&e, store, &prepared.limits))),
         };
         let desired =
             validate(&prepared.info, &request.parent, response, &prepared.limits).map_err(fail)?;
@@ -349,47 +405,35 @@ impl Prepared {
     }
 }
 
-/// Asks for a replacement instance when dropped.
-struct RefillOnDrop<'a>(&'a SyncSender<()>);
-
-impl Drop for RefillOnDrop<'_> {
-    fn drop(&mut self) {
-        // Full: enough replacements are already asked for. Disconnected: no refill thread.
-        // Neither is an error for the call that just finished.
-        let _ = self.0.try_send(());
-    }
-}
-
-/// Fills the warm pool, then makes one replacement per used-up instance, until the plugin is
-/// dropped (both channels disconnect).
-fn spawn_refill(prepared: Arc<Prepared>, depth: usize, tx: SyncSender<Warm>, demand: Receiver<()>) {
+/// Fills a new plugin's pool once, off the loading thread; calls keep it full afterwards
+/// ([`Plugin::reconcile_then`]).
+fn spawn_fill(
+    prepared: Arc<Prepared>,
+    depth: usize,
+    tx: SyncSender<Warm>,
+    ready: Arc<AtomicUsize>,
+) {
     let name = format!("reconhost-warm-{}", prepared.info.name);
     let spawned = std::thread::Builder::new().name(name).spawn(move || {
-        let mut wanted = depth;
-        loop {
-            while wanted > 0 {
-                match prepared.instantiate() {
-                    Ok(warm) => {
-                        if tx.send(warm).is_err() {
-                            return; // the plugin was dropped
-                        }
-                        wanted -= 1;
+        for _ in 0..depth {
+            match prepared.instantiate() {
+                Ok(warm) => {
+                    // Full (calls topped it up already) or the plugin is gone: done either way.
+                    if tx.try_send(warm).is_err() {
+                        return;
                     }
-                    Err(e) => {
-                        // The call path instantiates inline and reports the error on the parent.
-                        tracing::warn!(plugin = %prepared.info.name, error = %e, "pre-instantiating failed");
-                        std::thread::sleep(Duration::from_secs(1));
-                    }
+                    ready.fetch_add(1, Ordering::Relaxed);
                 }
-            }
-            match demand.recv() {
-                Ok(()) => wanted += 1,
-                Err(_) => return,
+                Err(e) => {
+                    // The call path instantiates inline and reports the error on the parent.
+                    tracing::warn!(plugin = %prepared.info.name, error = %e, "pre-instantiating failed");
+                    return;
+                }
             }
         }
     });
     if let Err(e) = spawned {
-        tracing::warn!(error = %e, "no refill thread; every call instantiates inline");
+        tracing::warn!(error = %e, "no fill thread; calls fill the pool as they go");
     }
 }
 
