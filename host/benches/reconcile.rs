@@ -74,6 +74,39 @@ fn us(d: Duration) -> String {
     format!("{:.1} µs", d.as_secs_f64() * 1e6)
 }
 
+/// A plugin timed three ways on one request: to the result with a pre-made instance (what a
+/// reconcile waits for), to the result with an instance made inline, and the whole call with a
+/// pre-made instance (teardown and the next instance included: what a reconcile costs its
+/// thread). Each after a warm-up.
+struct Timings {
+    hot: Duration,
+    fresh: Duration,
+    whole: Duration,
+}
+
+fn three_ways(warm: &Plugin, inline: &Plugin, request: &ReconcileRequest, n: usize) -> Timings {
+    let reader: Arc<dyn reconhost::runtime::ObjectReader> = Arc::new(NoObjects);
+    let to_result = |plugin: &Plugin| {
+        let start = Instant::now();
+        plugin.reconcile_then(request, reader.clone(), |result| {
+            let elapsed = start.elapsed();
+            std::hint::black_box(result.unwrap());
+            elapsed
+        })
+    };
+    for _ in 0..50 {
+        to_result(warm);
+        to_result(inline);
+    }
+    Timings {
+        hot: median((0..n).map(|_| to_result(warm)).collect()),
+        fresh: median((0..n).map(|_| to_result(inline)).collect()),
+        whole: time_each(n, || {
+            std::hint::black_box(warm.reconcile(request, reader.clone()).unwrap());
+        }),
+    }
+}
+
 async fn serve_http() -> SocketAddr {
     use axum::routing::post;
     let app = axum::Router::new().route(
@@ -134,46 +167,29 @@ fn main() {
             .build_http::<Full<Bytes>>();
 
     println!(
-        "| parent | native | wasm, pre-instantiated (hot path) | wasm, fresh instance inline | HTTP keep-alive | HTTP new connection | hot path / native | HTTP keep-alive / hot path |"
+        "| parent | native | wasm, pre-made instance (hot path) | wasm, fresh instance inline | HTTP keep-alive | HTTP new connection | hot path / native | HTTP keep-alive / hot path |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     let mut verdicts = Vec::new();
     for size in [1 << 10, 10 << 10, 100 << 10] {
         let parent = parent(size);
         let text = parent.to_string();
-        let request = ReconcileRequest {
-            parent: parent.clone(),
-            children: vec![],
-            config: json!({}),
-            finalizing: false,
-        };
-        let reader: Arc<dyn reconhost::runtime::ObjectReader> = Arc::new(NoObjects);
+        let request = request(parent.clone());
         let n = if size > 50 << 10 {
             ITERATIONS / 4
         } else {
             ITERATIONS
         };
-        // Warm up every path once.
         native(&text);
-        warm.reconcile(&request, reader.clone()).unwrap();
-        inline.reconcile(&request, reader.clone()).unwrap();
-        // What a reconcile waits for: the result, handed over before the used instance is torn
-        // down and the next one made (both still on this thread, after the timed region).
-        let until_result = |plugin: &Plugin| {
-            let start = Instant::now();
-            plugin.reconcile_then(&request, reader.clone(), |result| {
-                let elapsed = start.elapsed();
-                std::hint::black_box(result.unwrap());
-                elapsed
-            })
-        };
 
         let native_t = time_each(n, || {
             std::hint::black_box(native(&text));
         });
-        // The hot path: a pre-made instance, the result timed as the reconciler receives it.
-        let hot = median((0..n).map(|_| until_result(&warm)).collect());
-        let cold = median((0..n).map(|_| until_result(&inline)).collect());
+        // The hot path: a pre-made instance, the result timed as the reconciler receives it
+        // (the used instance is torn down and the next one made after that, on this thread).
+        let Timings {
+            hot, fresh: cold, ..
+        } = three_ways(&warm, &inline, &request, n);
         let http_keep = rt.block_on(async {
             let mut samples = Vec::with_capacity(n);
             for _ in 0..n {
@@ -239,6 +255,16 @@ fn main() {
         }
     }
     memory_reset(&bytes, &cache);
+    let floor = empty_floor(&runtime);
+    verdicts.push(format!(
+        "empty reconcile {:.1} us to the result, target <= 15 us: {}",
+        floor.as_secs_f64() * 1e6,
+        if floor <= Duration::from_micros(15) {
+            "met".to_owned()
+        } else {
+            format!("missed by {:.1}x", floor.as_secs_f64() * 1e6 / 15.0)
+        }
+    ));
 
     println!();
     println!("Targets (webapp, ~1 KiB parent):");
@@ -305,13 +331,7 @@ fn memory_reset(bytes: &[u8], cache: &std::path::Path) {
         "| memory reset (webapp, 1 KiB) | to the result, pre-made | to the result, inline | whole call, pre-made |"
     );
     println!("|---|---|---|---|");
-    let request = ReconcileRequest {
-        parent: parent(1 << 10),
-        children: vec![],
-        config: json!({}),
-        finalizing: false,
-    };
-    let reader: Arc<dyn reconhost::runtime::ObjectReader> = Arc::new(NoObjects);
+    let request = request(parent(1 << 10));
     let strategies = [
         (
             "memset 1 MiB",
@@ -347,23 +367,41 @@ fn memory_reset(bytes: &[u8], cache: &std::path::Path) {
         let warm = Plugin::load(&runtime, "webapp", bytes, Limits::default()).unwrap();
         let inline =
             Plugin::load_with_warm(&runtime, "webapp", bytes, Limits::default(), 0).unwrap();
-        let to_result = |plugin: &Plugin| {
-            let start = Instant::now();
-            plugin.reconcile_then(&request, reader.clone(), |result| {
-                let elapsed = start.elapsed();
-                std::hint::black_box(result.unwrap());
-                elapsed
-            })
-        };
-        for _ in 0..50 {
-            to_result(&warm);
-            to_result(&inline);
-        }
-        let hot = median((0..ITERATIONS).map(|_| to_result(&warm)).collect());
-        let fresh = median((0..ITERATIONS).map(|_| to_result(&inline)).collect());
-        let whole = time_each(ITERATIONS, || {
-            std::hint::black_box(warm.reconcile(&request, reader.clone()).unwrap());
-        });
+        let Timings { hot, fresh, whole } = three_ways(&warm, &inline, &request, ITERATIONS);
         println!("| {label} | {} | {} | {} |", us(hot), us(fresh), us(whole));
+    }
+}
+
+/// The floor: a plugin that desires nothing (`runtime-empty`), pre-made and inline, to the
+/// result and whole; returns the pre-made time to the result.
+fn empty_floor(runtime: &Runtime) -> Duration {
+    let bytes = std::fs::read(plugin_dir().join("runtime-empty.wasm"))
+        .expect("build the plugins first: make plugins");
+    let warm = Plugin::load(runtime, "runtime-empty", &bytes, Limits::default()).unwrap();
+    let inline =
+        Plugin::load_with_warm(runtime, "runtime-empty", &bytes, Limits::default(), 0).unwrap();
+    let Timings { hot, fresh, whole } =
+        three_ways(&warm, &inline, &request(parent(1 << 10)), ITERATIONS);
+    println!();
+    println!(
+        "| empty reconcile (1 KiB parent) | to the result, pre-made | to the result, inline | whole call, pre-made |"
+    );
+    println!("|---|---|---|---|");
+    println!(
+        "| runtime-empty | {} | {} | {} |",
+        us(hot),
+        us(fresh),
+        us(whole)
+    );
+    hot
+}
+
+/// A request for `parent` with no children and no configuration.
+fn request(parent: Value) -> ReconcileRequest {
+    ReconcileRequest {
+        parent,
+        children: vec![],
+        config: json!({}),
+        finalizing: false,
     }
 }

@@ -84,6 +84,31 @@ async fn namespace(world: &World, name: &str, labels: Value) {
     .await;
 }
 
+/// Waits until the parent's ResourceQuota and LimitRange (both named `name`) exist in exactly
+/// the namespaces `present` of `all`, each controlled by `parent`.
+async fn stamped(world: &World, name: &str, parent: &Value, all: &[String], present: &[&String]) {
+    placed(
+        world,
+        "ResourceQuota",
+        "resourcequotas",
+        name,
+        parent,
+        all,
+        present,
+    )
+    .await;
+    placed(
+        world,
+        "LimitRange",
+        "limitranges",
+        name,
+        parent,
+        all,
+        present,
+    )
+    .await;
+}
+
 /// Waits until `name` exists in exactly the namespaces `present` of `all`, each controlled by
 /// `parent`.
 async fn placed(
@@ -154,26 +179,7 @@ async fn namespace_defaults_should_follow_the_matching_namespaces() {
 
     // Children in three namespaces, none in the one that does not match.
     let (a, b, c, late) = (&names[0], &names[1], &names[2], &names[4]);
-    placed(
-        &world,
-        "ResourceQuota",
-        "resourcequotas",
-        &parent_name,
-        &parent,
-        &names,
-        &[a, b, c],
-    )
-    .await;
-    placed(
-        &world,
-        "LimitRange",
-        "limitranges",
-        &parent_name,
-        &parent,
-        &names,
-        &[a, b, c],
-    )
-    .await;
+    stamped(&world, &parent_name, &parent, &names, &[a, b, c]).await;
     let synced = eventually(
         CONVERGE,
         "Synced=True with the namespaces listed",
@@ -220,52 +226,14 @@ async fn namespace_defaults_should_follow_the_matching_namespaces() {
         json!({"metadata": {"labels": {"defaults-test": null}}}),
     )
     .await;
-    placed(
-        &world,
-        "ResourceQuota",
-        "resourcequotas",
-        &parent_name,
-        &parent,
-        &names,
-        &[a, c, late],
-    )
-    .await;
-    placed(
-        &world,
-        "LimitRange",
-        "limitranges",
-        &parent_name,
-        &parent,
-        &names,
-        &[a, c, late],
-    )
-    .await;
+    stamped(&world, &parent_name, &parent, &names, &[a, c, late]).await;
 
     // Deleting the parent: the garbage collector removes them all, across namespaces.
     parents
         .delete(&parent_name, &DeleteParams::foreground())
         .await
         .expect("deleting the parent");
-    placed(
-        &world,
-        "ResourceQuota",
-        "resourcequotas",
-        &parent_name,
-        &parent,
-        &names,
-        &[],
-    )
-    .await;
-    placed(
-        &world,
-        "LimitRange",
-        "limitranges",
-        &parent_name,
-        &parent,
-        &names,
-        &[],
-    )
-    .await;
+    stamped(&world, &parent_name, &parent, &names, &[]).await;
 }
 
 #[tokio::test]

@@ -230,6 +230,46 @@ fn stdout_spam_should_hit_the_log_limit() {
     assert!(matches!(err, CallErrorKind::LogLimit { .. }), "{err}");
 }
 
+/// A plugin that desires nothing gets nothing: its observed children are planned for deletion
+/// (with their UIDs as preconditions) and the parent's status holds only the host's fields.
+#[test]
+fn an_empty_answer_should_delete_what_was_there() {
+    let plugin = load("runtime-empty", Limits::default());
+    let mut request = widget("w");
+    let child = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "w-config", "namespace": "team-a", "uid": "u-child"}});
+    request.children = vec![child.to_string()];
+    let outcome = call(&plugin, &request).expect("an empty answer is valid");
+    assert!(outcome.desired.children.is_empty() && outcome.desired.status.is_none());
+    let plan = reconhost::planner::plan(
+        plugin.info(),
+        &reconhost::planner::StatusFields::all(),
+        &request.parent,
+        &outcome.desired,
+        &[child],
+        "2026-01-01T00:00:00Z",
+    );
+    let deletes: Vec<_> = plan
+        .children
+        .iter()
+        .map(|c| (c.action, c.name.as_str(), c.uid.as_deref()))
+        .collect();
+    assert_eq!(
+        deletes,
+        [(
+            reconhost::planner::Action::Delete,
+            "w-config",
+            Some("u-child")
+        )]
+    );
+    let status = plan.status.expect("the host's Synced condition");
+    let mut fields: Vec<_> = status.as_object().unwrap().keys().collect();
+    fields.sort();
+    assert_eq!(fields, ["conditions", "observedGeneration"], "{status}");
+    assert_eq!(status["conditions"][0]["type"], "Synced");
+    assert_eq!(status["conditions"][0]["status"], "True");
+}
+
 /// Every call finds no mark of an earlier one in a static, the heap or grown memory, whichever
 /// way used memory is reset, with pre-made instances (made by the fill thread, then by the
 /// calls) and with instances made inline; enough calls that pool slots are reused many times.

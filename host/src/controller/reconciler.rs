@@ -115,13 +115,7 @@ impl Reconciler {
         let name = &self.plugin.info().name;
         let Some(cached) = self.parents.store().get(&key.namespace, &key.name) else {
             // Deleted: the garbage collector removes the children through their ownerReference.
-            self.deps.forget(key);
-            self.applied.forget(key);
-            self.permanent.forget(key);
-            self.conflicts
-                .lock()
-                .expect("conflict lock poisoned")
-                .remove(key);
+            self.forget(key);
             debug!(plugin = %name, parent = %key, "parent is gone");
             return Next::Done;
         };
@@ -496,10 +490,8 @@ impl Reconciler {
         }
     }
 
-    /// A parent outside the plugin's selection gets no write at all, except that one the plugin
-    /// finalized while it was selected is released: nothing would ever take the finalizer off.
-    /// Its children stay; the garbage collector takes them with the parent.
-    async fn unselected(&self, key: &ObjectKey, parent: &Value) -> Next {
+    /// Drops what the reconciler remembers of a parent it no longer reconciles.
+    fn forget(&self, key: &ObjectKey) {
         self.deps.forget(key);
         self.applied.forget(key);
         self.permanent.forget(key);
@@ -507,6 +499,13 @@ impl Reconciler {
             .lock()
             .expect("conflict lock poisoned")
             .remove(key);
+    }
+
+    /// A parent outside the plugin's selection gets no write at all, except that one the plugin
+    /// finalized while it was selected is released: nothing would ever take the finalizer off.
+    /// Its children stay; the garbage collector takes them with the parent.
+    async fn unselected(&self, key: &ObjectKey, parent: &Value) -> Next {
+        self.forget(key);
         if !self.plugin.info().holds_finalizer(parent) {
             debug!(plugin = %self.plugin.info().name, parent = %key, "not selected");
             return Next::Done;
