@@ -29,8 +29,9 @@ use crate::model::{KindRef, PluginError, PluginInfo, ReconcileRequest, object_re
 /// The contract versions this host implements.
 pub const SUPPORTED_CONTRACTS: &str = "reconhost:plugin@0.1.x";
 
-/// How many pristine instances each plugin keeps ready. Two cover a burst of back-to-back
-/// calls from one worker while the refill thread catches up; more only hold memory.
+/// How many pristine instances each plugin keeps ready. Each call makes its replacement right
+/// after it, so one worker never runs dry; two cover two workers calling at once (a third
+/// instantiates inline, a few microseconds more); more only hold memory.
 const WARM_INSTANCES: usize = 2;
 
 /// A plugin ready to be called. Cheap to clone.
@@ -52,7 +53,7 @@ struct Inner {
     provenance: Provenance,
 }
 
-/// What it takes to make an instance; shared with the refill thread.
+/// What it takes to make an instance; shared with the fill thread.
 struct Prepared {
     runtime: Runtime,
     pre: ReconcilerPre<State>,
