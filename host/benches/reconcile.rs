@@ -399,7 +399,7 @@ fn empty_floor(runtime: &Runtime) -> Duration {
 /// A request for `parent` with no children and no configuration.
 fn request(parent: Value) -> ReconcileRequest {
     ReconcileRequest {
-        parent,
+        parent: parent.into(),
         children: vec![],
         config: json!({}),
         finalizing: false,

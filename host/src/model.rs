@@ -3,6 +3,7 @@
 //! applier, `render`) sees only these.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -137,11 +138,58 @@ pub fn is_deleting(object: &Value) -> bool {
     object["metadata"]["deletionTimestamp"].is_string()
 }
 
+/// A parent object together with its JSON text, which is what crosses into the plugin. The
+/// live host's cache holds the text, so a call sends it as it is instead of serialising the
+/// object again; made from a value, the text is written once. There is no way to change one
+/// without the other.
+#[derive(Debug, Clone)]
+pub struct Parent {
+    value: Value,
+    text: Arc<str>,
+}
+
+impl Parent {
+    /// The parent whose JSON text (as the cache holds it) is `text`; `None` if it does not
+    /// parse.
+    pub fn from_text(text: &str) -> Option<Self> {
+        Some(Self {
+            value: serde_json::from_str(text).ok()?,
+            text: Arc::from(text),
+        })
+    }
+
+    /// The JSON text sent to the plugin.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl From<Value> for Parent {
+    fn from(value: Value) -> Self {
+        let text = Arc::from(value.to_string());
+        Self { value, text }
+    }
+}
+
+impl std::ops::Deref for Parent {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.value
+    }
+}
+
+impl PartialEq for Parent {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
 /// One reconcile call's input.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReconcileRequest {
     /// The parent object.
-    pub parent: Value,
+    pub parent: Parent,
     /// Its observed children, as JSON text: they go to the plugin as they are, and the live
     /// host caches them as text, so they are never parsed just to be written out again.
     pub children: Vec<String>,
@@ -250,6 +298,19 @@ pub fn object_ref(object: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parent_should_go_to_the_plugin_as_the_text_it_was_read_from() {
+        // The cache's text, key order and spacing as the API server wrote them.
+        let text = r#"{"kind":"WebApp","metadata":{"name":"shop"},"apiVersion":"x/v1"}"#;
+        let cached = Parent::from_text(text).expect("parses");
+        assert_eq!(cached.text(), text);
+        assert_eq!(cached["metadata"]["name"], "shop");
+        let made = Parent::from((*cached).clone());
+        assert_eq!(made, cached, "equal as objects");
+        assert_eq!(serde_json::from_str::<Value>(made.text()).unwrap(), *cached);
+        assert!(Parent::from_text("{not json").is_none());
+    }
 
     #[test]
     fn printable_should_escape_control_characters_and_cut_long_text() {

@@ -89,7 +89,7 @@ pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
     };
     let finalizing = info.finalizing(&parent);
     let request = ReconcileRequest {
-        parent: parent.clone(),
+        parent: parent.clone().into(),
         children: observed.iter().map(Value::to_string).collect(),
         config,
         finalizing,

@@ -63,7 +63,8 @@ fn load(name: &str, limits: Limits) -> Plugin {
 fn widget(name: &str) -> ReconcileRequest {
     ReconcileRequest {
         parent: json!({"apiVersion": "test.reconhost.dev/v1", "kind": "Widget",
-                       "metadata": {"name": name, "namespace": "team-a", "uid": "u-1", "generation": 1}}),
+                       "metadata": {"name": name, "namespace": "team-a", "uid": "u-1", "generation": 1}})
+        .into(),
         children: vec![],
         config: json!({}),
         finalizing: false,
@@ -429,7 +430,7 @@ fn second_load_should_come_from_the_compiled_code_cache() {
     let second = Plugin::load(&runtime, "configmap-generator", &bytes, Limits::default()).unwrap();
     assert_eq!(second.provenance(), Provenance::Cached);
     assert!(runtime.cache().path(second.digest()).is_file());
-    let outcome = call(&second, &ReconcileRequest { parent: json!({"metadata": {"name": "g", "namespace": "team-a"}, "spec": {"content": {"a": "b"}}}), ..widget("g") }).unwrap();
+    let outcome = call(&second, &ReconcileRequest { parent: json!({"metadata": {"name": "g", "namespace": "team-a"}, "spec": {"content": {"a": "b"}}}).into(), ..widget("g") }).unwrap();
     assert_eq!(outcome.desired.children[0]["data"], json!({"a": "b"}));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -463,7 +464,8 @@ fn webapp_should_report_a_permanent_error_for_an_empty_image() {
     let plugin = load("webapp", Limits::default());
     let request = ReconcileRequest {
         parent: json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "WebApp",
-                       "metadata": {"name": "w", "namespace": "team-a"}, "spec": {"image": ""}}),
+                       "metadata": {"name": "w", "namespace": "team-a"}, "spec": {"image": ""}})
+        .into(),
         ..widget("w")
     };
     let err = call(&plugin, &request).expect_err("empty image");
@@ -522,7 +524,9 @@ fn plugin_should_reach_no_environment_filesystem_or_network() {
 
 fn widget_with(spec: serde_json::Value) -> ReconcileRequest {
     let mut request = widget("w");
-    request.parent["spec"] = spec;
+    let mut parent = (*request.parent).clone();
+    parent["spec"] = spec;
+    request.parent = parent.into();
     request
 }
 

@@ -33,7 +33,7 @@ use super::workers::Next;
 use crate::cache::{CacheReader, Cached, GroupKind, Informer, ObjectKey};
 use crate::identity::access::Question;
 use crate::metrics::PluginMetrics;
-use crate::model::{self, Event, EventType, ReconcileRequest, object_ref};
+use crate::model::{self, Event, EventType, Parent, ReconcileRequest, object_ref};
 use crate::planner::{self, Action, Plan};
 use crate::runtime::{CallError, CallErrorKind, ObjectReader, Plugin};
 use crate::selector::Selector;
@@ -119,7 +119,9 @@ impl Reconciler {
             debug!(plugin = %name, parent = %key, "parent is gone");
             return Next::Done;
         };
-        let parent = cached.value();
+        // The parent's cached text goes to the plugin as it is; the parsed value serves the
+        // host's own decisions.
+        let parent = Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
         if !self.selector.matches_object(&parent) {
             return self.unselected(key, &parent).await;
         }

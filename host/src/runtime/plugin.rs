@@ -325,7 +325,7 @@ impl Plugin {
         store.data_mut().parent = parent.clone();
         store.set_epoch_deadline(deadline_ticks(prepared.limits.deadline));
         let wit_request = types::Request {
-            parent: request.parent.to_string(),
+            parent: request.parent.text().to_owned(),
             children: request.children.clone(),
             config: request.config.to_string(),
             finalizing: request.finalizing,
