@@ -278,9 +278,11 @@ impl Plugin {
         }
         match inner.prepared.instantiate() {
             Ok(warm) => {
+                // Counted before it is sent, so a caller that takes it never counts below zero.
+                inner.ready.fetch_add(1, Ordering::Relaxed);
                 // Full (another caller topped it up first): this one is dropped unused.
-                if inner.refill.try_send(warm).is_ok() {
-                    inner.ready.fetch_add(1, Ordering::Relaxed);
+                if inner.refill.try_send(warm).is_err() {
+                    inner.ready.fetch_sub(1, Ordering::Relaxed);
                 }
             }
             // The next call instantiates inline and reports the error on its parent.
@@ -419,11 +421,13 @@ fn spawn_fill(
         for _ in 0..depth {
             match prepared.instantiate() {
                 Ok(warm) => {
+                    // Counted before it is sent, as in `top_up`.
+                    ready.fetch_add(1, Ordering::Relaxed);
                     // Full (calls topped it up already) or the plugin is gone: done either way.
                     if tx.try_send(warm).is_err() {
+                        ready.fetch_sub(1, Ordering::Relaxed);
                         return;
                     }
-                    ready.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) => {
                     // The call path instantiates inline and reports the error on the parent.
