@@ -85,6 +85,17 @@ pub struct Plan {
     pub finalizer: Option<FinalizerAction>,
 }
 
+impl ChildPlan {
+    /// The child as messages name it: `Kind namespace/name`, or `Kind name` without a
+    /// namespace.
+    pub fn target(&self) -> String {
+        match self.namespace.as_str() {
+            "" => format!("{} {}", self.kind.kind, self.name),
+            namespace => format!("{} {namespace}/{}", self.kind.kind, self.name),
+        }
+    }
+}
+
 impl Plan {
     /// Whether the plan sends anything at all.
     pub fn is_noop(&self) -> bool {

@@ -360,6 +360,45 @@ async fn a_child_whose_namespace_is_missing_or_terminating_should_fail_alone() {
     );
     merge(&spreads, &name, json!({"spec": {"unplaced": null}})).await;
 
+    // A ConfigMap of that name that someone else made, in another namespace: the plugin may
+    // ask for it, the host does not take it over.
+    let taken = format!("{}-taken", world.namespace);
+    namespace(&world, &taken, json!({})).await;
+    create(
+        &cm(&taken),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name}, "data": {"owner": "someone else"}}),
+    )
+    .await;
+    merge(
+        &spreads,
+        &name,
+        json!({"spec": {"namespaces": [here, taken]}}),
+    )
+    .await;
+    let conflict = eventually(CONVERGE, "the takeover refused", || async {
+        let p = get(&spreads, &name).await?;
+        let synced = condition(&p, "Synced")?;
+        (synced["reason"] == "ChildConflict")
+            .then(|| synced["message"].as_str().unwrap_or("").to_owned())
+    })
+    .await;
+    assert!(
+        conflict.contains(&format!(
+            "ConfigMap {taken}/{name} already exists and has no controller"
+        )),
+        "{conflict}"
+    );
+    let theirs = get(&cm(&taken), &name).await.expect("their ConfigMap");
+    assert_eq!(theirs["data"], json!({"owner": "someone else"}), "{theirs}");
+    assert!(theirs["metadata"]["ownerReferences"].is_null(), "{theirs}");
+    merge(
+        &spreads,
+        &name,
+        json!({"spec": {"namespaces": [here, missing]}}),
+    )
+    .await;
+
     // The parent goes: the garbage collector takes its children in every namespace and the
     // Namespace it made.
     merge(&held, "hold", json!({"metadata": {"finalizers": null}})).await;
@@ -376,6 +415,10 @@ async fn a_child_whose_namespace_is_missing_or_terminating_should_fail_alone() {
         (!left).then_some(())
     })
     .await;
+    assert!(
+        get(&cm(&taken), &name).await.is_some(),
+        "an object the parent never owned outlives it"
+    );
 }
 
 /// A ClusterRole with these rules, bound cluster-wide to the ServiceAccount `account` of the

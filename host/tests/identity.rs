@@ -628,7 +628,10 @@ async fn objects_the_host_did_not_create_should_not_be_taken_over() {
     })
     .await;
     assert!(
-        message.contains("ConfigMap taken already exists and has no controller"),
+        message.contains(&format!(
+            "ConfigMap {}/taken already exists and has no controller",
+            world.namespace
+        )),
         "{message}"
     );
     let taken = get(&world.config_maps(), "taken").await.unwrap();

@@ -219,10 +219,7 @@ impl Applier {
         if child.action == Action::Unchanged {
             return Ok(None);
         }
-        let target = match namespace {
-            "" => format!("{} {}", child.kind.kind, child.name),
-            _ => format!("{} {namespace}/{}", child.kind.kind, child.name),
-        };
+        let target = child.target();
         let Some(kind) = self.children.get(&GroupKind::from(&child.kind)) else {
             // Validation only lets declared kinds through, and every declared kind is resolved.
             unreachable!("child kind {} was not resolved", child.kind);

@@ -34,9 +34,12 @@ impl Permanent {
         self.lock().insert(key.clone(), inputs(parent));
     }
 
-    /// Whether `parent` failed for good with the inputs it has now.
+    /// Whether `parent` failed for good with the inputs it has now. Asked before every
+    /// reconcile, so the inputs are only worked out for a parent that did fail.
     pub fn holds(&self, key: &ObjectKey, parent: &Value) -> bool {
-        self.lock().get(key) == Some(&inputs(parent))
+        self.lock()
+            .get(key)
+            .is_some_and(|failed| *failed == inputs(parent))
     }
 
     /// Forgets the failure of `key`: an input changed, or it went through.

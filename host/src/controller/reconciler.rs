@@ -407,8 +407,8 @@ impl Reconciler {
                     None => "has no controller".to_owned(),
                 };
                 return Err(format!(
-                    "{} {} already exists and {owner}: the host does not take over objects it did not create for this parent",
-                    child.kind.kind, child.name
+                    "{} already exists and {owner}: the host does not take over objects it did not create for this parent",
+                    child.target()
                 ));
             }
         }
@@ -432,8 +432,9 @@ impl Reconciler {
                 }
                 (false, false) => {
                     return Err(format!(
-                        "{} {}: metadata.namespace must not be set: {} is cluster-scoped",
-                        child.kind.kind, child.name, child.kind.kind
+                        "{}: metadata.namespace must not be set: {} is cluster-scoped",
+                        child.target(),
+                        child.kind.kind
                     ));
                 }
                 _ => {}
