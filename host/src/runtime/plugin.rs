@@ -325,6 +325,7 @@ impl Plugin {
         let store = used.insert(store);
         store.data_mut().reader = reader;
         store.data_mut().parent = parent.clone();
+        let running = prepared.runtime.ticker.running();
         store.set_epoch_deadline(deadline_ticks(prepared.limits.deadline));
         let wit_request = types::Request {
             parent: request.parent.text().to_owned(),
@@ -333,6 +334,7 @@ impl Plugin {
             finalizing: request.finalizing,
         };
         let result = bindings.call_reconcile(&mut *store, &wit_request);
+        drop(running);
         forward_output(store, &prepared.name, &parent);
         let response = match result {
             Ok(Ok(response)) => response,
@@ -371,6 +373,7 @@ impl Prepared {
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| &mut s.memory);
         // Instantiation runs guest start-up code, which is as untrusted as the rest.
+        let _running = self.runtime.ticker.running();
         store.set_epoch_deadline(deadline_ticks(self.limits.deadline));
         store.epoch_deadline_trap();
         match self.pre.instantiate(&mut store) {
@@ -390,7 +393,9 @@ impl Prepared {
             mut store,
             bindings,
         } = self.instantiate().map_err(fail)?;
+        let running = self.runtime.ticker.running();
         let result = bindings.call_info(&mut store);
+        drop(running);
         forward_output(&store, &self.name, "");
         let info = result.map_err(|e| fail(classify(&e, &store, &self.limits)))?;
         let kind = |k: types::KindRef| KindRef {
