@@ -136,6 +136,8 @@ struct Shared<K> {
     state: Mutex<State<K>>,
     /// Wakes `get` callers on an add, a new earlier delay, or shutdown.
     notify: Notify,
+    /// Wakes [`WorkQueue::track_unfinished_work`] when a key starts processing.
+    working: Notify,
     /// True once the queue is shut down, for waiters other than `get` (a `Notify` permit taken
     /// by them would be lost to a `get` caller).
     closed: watch::Sender<bool>,
@@ -302,6 +304,7 @@ impl<K: Clone + Eq + Hash + Ord> Shared<K> {
             .queue_duration
             .observe(now.saturating_duration_since(since).as_secs_f64());
         state.processing.insert(key.clone(), now);
+        self.working.notify_one();
         self.set_depth(state);
         Some(key)
     }
@@ -354,6 +357,7 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
         let shared = Shared {
             state: Mutex::new(state),
             notify: Notify::new(),
+            working: Notify::new(),
             closed: watch::Sender::new(false),
             metrics,
             backoff,
@@ -491,7 +495,8 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
 
     /// Sets `workqueue_unfinished_work_seconds` (the summed age of the held leases) and
     /// `workqueue_longest_running_processor_seconds`, which show a stuck reconcile before it
-    /// ends; the worker pool calls it every 500 ms, as client-go's queue does.
+    /// ends; [`WorkQueue::track_unfinished_work`] calls it every 500 ms while keys are
+    /// processing, as client-go's queue does (always).
     pub fn update_unfinished_work(&self) {
         let state = self.shared.lock();
         let now = Instant::now();
@@ -502,6 +507,21 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
             .fold((0.0, 0.0f64), |(t, l), age| (t + age, l.max(age)));
         self.shared.metrics.unfinished.set(total);
         self.shared.metrics.longest.set(longest);
+    }
+
+    /// Calls [`WorkQueue::update_unfinished_work`] every `period` while keys are processing,
+    /// and once more when the last one is done; while none is, it waits without waking, so a
+    /// host with many idle controllers is not woken twice a second for each. Never returns.
+    pub async fn track_unfinished_work(&self, period: Duration) {
+        loop {
+            self.update_unfinished_work();
+            let idle = self.shared.lock().processing.is_empty();
+            if idle {
+                // A key taken after the look above left a permit: no start is missed.
+                self.shared.working.notified().await;
+            }
+            tokio::time::sleep(period).await;
+        }
     }
 }
 
@@ -770,6 +790,43 @@ mod tests {
         drop(a);
         q.update_unfinished_work();
         assert_eq!(metrics.unfinished.get(), 1.0, "only b is still held");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unfinished_work_should_be_tracked_only_while_keys_are_processing() {
+        let metrics = QueueMetrics::detached();
+        let q = WorkQueue::new(metrics.clone(), Backoff::default());
+        let tracker = {
+            let q = q.clone();
+            tokio::spawn(async move { q.track_unfinished_work(Duration::from_millis(500)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // A mark the tracker would overwrite if it woke while nothing is processing.
+        metrics.unfinished.set(42.0);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(
+            metrics.unfinished.get(),
+            42.0,
+            "an idle queue was looked at"
+        );
+
+        q.add("a", Priority::Normal);
+        let a = next(&q).await;
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert!(
+            metrics.unfinished.get() >= 1.0,
+            "a key held for 1.2 s shows {} s of unfinished work",
+            metrics.unfinished.get()
+        );
+        drop(a);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            metrics.unfinished.get(),
+            0.0,
+            "nothing is processing any more"
+        );
+        assert_eq!(metrics.longest.get(), 0.0);
+        tracker.abort();
     }
 
     #[tokio::test(start_paused = true)]

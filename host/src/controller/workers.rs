@@ -26,7 +26,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 use tracing::error;
 
 use super::queue::{Priority, WorkQueue};
@@ -113,8 +113,8 @@ pub async fn run<K, F, Fut>(
             handler.clone(),
         ));
     }
-    let mut tick = tokio::time::interval(UNFINISHED_WORK_PERIOD);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let tracker = queue.track_unfinished_work(UNFINISHED_WORK_PERIOD);
+    tokio::pin!(tracker);
     loop {
         tokio::select! {
             joined = pool.join_next() => match joined {
@@ -123,7 +123,7 @@ pub async fn run<K, F, Fut>(
                 Some(Err(e)) => error!(error = %e, "reconcile worker failed"),
                 Some(Ok(())) => {}
             },
-            _ = tick.tick() => queue.update_unfinished_work(),
+            () = &mut tracker => {}
         }
     }
     queue.update_unfinished_work();
