@@ -19,7 +19,7 @@ STATIC := $(TARGET_DIR)/$(STATIC_TARGET)/release/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
-.PHONY: run test build plugins bench bench-converge bench-install image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test build plugins bench bench-converge bench-fleet bench-scale bench-install image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -58,6 +58,16 @@ image:
 	RUSTFLAGS="-C target-feature=+crt-static -C strip=symbols" $(CARGO) build --release --locked -p reconhost --bin reconhost --target $(STATIC_TARGET)
 	rm -rf $(RECONHOST_IMAGE_DIR)
 	RECONHOST_VERSION=$(VERSION) python3 scripts/mkimage.py $(STATIC) /etc/ssl/certs/ca-certificates.crt $(RECONHOST_IMAGE_DIR)/oci reconhost:$(VERSION) $(RECONHOST_IMAGE_DIR)/context
+
+## bench-fleet: 50 plugins in one host beside 50 kube-runtime operators: memory, connections, idle CPU, convergence
+bench-fleet: tools plugins
+	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
+	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench fleet
+
+## bench-scale: 10,000 webapp parents, one host: convergence, CPU per 1,000 reconciles, memory per cached object, resync, latency
+bench-scale: tools plugins
+	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
+	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench scale
 
 ## bench-install: time from a ReconcilePlugin to the first reconcile (cold, cached) and an upgrade under load
 bench-install: tools plugins

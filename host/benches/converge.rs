@@ -12,6 +12,9 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "fleet/measure.rs"]
+#[allow(dead_code, reason = "the fleet benchmark uses the rest")]
+mod measure;
 #[path = "converge/native.rs"]
 mod native;
 
@@ -56,19 +59,6 @@ fn env_or(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Peak and current resident memory of a process, in MiB, from /proc.
-fn memory_mib(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-            .map_or(0.0, |kib| kib / 1024.0)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
 }
 
 /// Parents whose status reports their current generation and that own both children.
@@ -175,7 +165,7 @@ async fn run(variant: Variant, parents: usize, workers: usize) -> Figures {
     .await;
     let process = Process::start(variant, &world, workers).await;
     let pid = process.pid();
-    let (_, idle_rss) = memory_mib(pid);
+    let [_, idle_rss, _] = measure::memory_mib(pid);
     let audit = world.cluster.audit_log();
     let writes_before = audit.events_in(&world.namespace).unwrap().len();
 
@@ -216,7 +206,7 @@ async fn run(variant: Variant, parents: usize, workers: usize) -> Figures {
     let writes = controller_writes();
     tokio::time::sleep(Duration::from_secs(10)).await;
     let steady_writes = controller_writes() - writes;
-    let (peak, rss) = memory_mib(pid);
+    let [peak, rss, _] = measure::memory_mib(pid);
     let reconciles = process.reconciles().await;
     process.stop();
     Figures {
@@ -247,7 +237,8 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--native-operator") {
         let workers = args[4].parse().expect("workers");
-        native::run(&PathBuf::from(&args[2]), &args[3], workers)
+        let kind = native::parent_kind(&args[5..]);
+        native::run(&PathBuf::from(&args[2]), &args[3], workers, kind)
             .await
             .expect("the native operator");
         return;

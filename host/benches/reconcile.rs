@@ -70,6 +70,33 @@ fn time_each(n: usize, mut f: impl FnMut()) -> Duration {
     median(samples)
 }
 
+/// CPU time of the whole process per call of `f` (all threads: for HTTP, the client and the
+/// server; for wasm, the epoch ticker too): the median over 5 batches of `n / 5` calls.
+/// Capacity is bounded by CPU, not by latency, so this is what reconciles per core follow.
+fn cpu_each(n: usize, mut f: impl FnMut()) -> Duration {
+    fn process_cpu() -> Duration {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux knows.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID)");
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+    let batch = (n / 5).max(1);
+    let samples = (0..5)
+        .map(|_| {
+            let start = process_cpu();
+            for _ in 0..batch {
+                f();
+            }
+            (process_cpu() - start) / batch as u32
+        })
+        .collect();
+    median(samples)
+}
+
 fn us(d: Duration) -> String {
     format!("{:.1} µs", d.as_secs_f64() * 1e6)
 }
@@ -171,6 +198,7 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|");
     let mut verdicts = Vec::new();
+    let mut cpu_rows = Vec::new();
     for size in [1 << 10, 10 << 10, 100 << 10] {
         let parent = parent(size);
         let text = parent.to_string();
@@ -208,6 +236,25 @@ fn main() {
             }
             median(samples)
         });
+        let reader: Arc<dyn reconhost::runtime::ObjectReader> = Arc::new(NoObjects);
+        let cpu_native = cpu_each(n, || {
+            std::hint::black_box(native(&text));
+        });
+        let cpu_wasm = cpu_each(n, || {
+            std::hint::black_box(warm.reconcile(&request, reader.clone()).unwrap());
+        });
+        let cpu_http = cpu_each(n, || {
+            std::hint::black_box(rt.block_on(http_call(&keepalive, &url, &text)));
+        });
+        cpu_rows.push(format!(
+            "| {} KiB | {} | {} | {} | {:.1}× | {:.1}× |",
+            text.len() / 1024,
+            us(cpu_native),
+            us(cpu_wasm),
+            us(cpu_http),
+            cpu_wasm.as_secs_f64() / cpu_native.as_secs_f64(),
+            cpu_http.as_secs_f64() / cpu_wasm.as_secs_f64(),
+        ));
         println!(
             "| {} KiB | {} | {} | {} | {} | {} | {:.1}× | {:.1}× |",
             text.len() / 1024,
@@ -253,6 +300,14 @@ fn main() {
                 ratio(vs_http, 8.0, false)
             ));
         }
+    }
+    println!();
+    println!(
+        "| parent | CPU per reconcile: native | wasm, whole call (teardown and next instance included) | HTTP keep-alive (client and server) | wasm / native | HTTP / wasm |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for row in &cpu_rows {
+        println!("{row}");
     }
     memory_reset(&bytes, &cache);
     let floor = empty_floor(&runtime);

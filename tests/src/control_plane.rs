@@ -145,6 +145,10 @@ impl ControlPlane {
             format!("--audit-log-path={}", dir.join("audit.log").display()),
             "--audit-log-format=json".to_owned(),
             "--audit-log-mode=blocking".to_owned(),
+            // The log rotates at this size (100 MB when unset), and readers count writes from
+            // the one file: 10 GB is more than any run writes (a 10,000-parent benchmark
+            // writes about 50 MB at the Metadata level).
+            "--audit-log-maxsize=10240".to_owned(),
             // Scale tests create thousands of objects from one client.
             "--max-requests-inflight=1000".to_owned(),
             "--max-mutating-requests-inflight=500".to_owned(),

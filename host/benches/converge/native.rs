@@ -42,16 +42,34 @@ enum Error {
     Json(#[from] serde_json::Error),
 }
 
-/// Runs the operator on `namespace` until the process is killed, printing `reconciles <n>` to
-/// stdout every second so the benchmark can read how many reconciles it made.
-pub async fn run(kubeconfig: &Path, namespace: &str, workers: u16) -> anyhow::Result<()> {
+/// The parent kind the operator serves: `WebApp` by default, or the kind a fleet variant was
+/// given on the command line (`--native-operator <kubeconfig> <namespace> <workers> [<group>
+/// <kind> <plural>]`).
+pub fn parent_kind(args: &[String]) -> ApiResource {
+    match args {
+        [group, kind, plural, ..] => ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, "v1alpha1", kind),
+            plural,
+        ),
+        _ => ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("examples.reconhost.dev", "v1alpha1", "WebApp"),
+            "webapps",
+        ),
+    }
+}
+
+/// Runs the operator for `webapps` (the parent kind) on `namespace` until the process is
+/// killed, printing `reconciles <n>` to stdout every second so the benchmark can read how many
+/// reconciles it made.
+pub async fn run(
+    kubeconfig: &Path,
+    namespace: &str,
+    workers: u16,
+    webapps: ApiResource,
+) -> anyhow::Result<()> {
     let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig)?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     let client = kube::Client::try_from(config)?;
-    let webapps = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("examples.reconhost.dev", "v1alpha1", "WebApp"),
-        "webapps",
-    );
     let (deployments, writer) = reflector::store();
     let deployment_api = Api::<Deployment>::namespaced(client.clone(), namespace);
     let cache = reflector::reflector(

@@ -149,6 +149,9 @@ impl Reconciler for WebApp {
     }
 }
 
+// Behind a default feature so the fleet benchmark can link this logic into plugins of its own
+// (host/benches/fleet/plugin), each exporting itself under another kind.
+#[cfg(feature = "component")]
 reconhost_sdk::export!(WebApp);
 
 #[cfg(test)]

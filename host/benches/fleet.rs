@@ -1,0 +1,352 @@
+//! The fleet: 50 different plugins in one host, beside 50 separate kube-runtime operators, on
+//! one control plane, in one run. Each plugin is webapp's logic built under a kind of its own
+//! (host/benches/fleet/plugin, one component per kind) with a CRD of its own; each operator is
+//! the converge benchmark's native operator (converge/native.rs) serving one of those kinds.
+//! Measured for each side: time to start, total memory, watch connections to the API server,
+//! CPU while idle, and the time for `FLEET_PARENTS` parents of every kind to converge. Run with
+//! `make bench-fleet` (it starts its own control plane); the figures go to docs/BENCHMARKS.md.
+//!
+//! Environment: `FLEET_PLUGINS` (default 50), `FLEET_PARENTS` (per kind, default 20),
+//! `FLEET_ROUNDS` (default 1; rounds alternate which side goes first), `FLEET_IDLE_SECS`
+//! (the idle window, default 30), `FLEET_SIDES` (`host`, `operators` or both, the default),
+//! `FLEET_SMAPS=1` (print the host's largest memory mappings after convergence).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "fleet/measure.rs"]
+mod measure;
+#[path = "converge/native.rs"]
+mod native;
+#[path = "fleet/variants.rs"]
+mod variants;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::World;
+use kube::api::ListParams;
+use reconhost_tests::process::Component;
+use serde_json::json;
+
+use measure::ProcessSample;
+use variants::{GROUP, Variant};
+
+/// The two ways of running the fleet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Side {
+    Host,
+    Operators,
+}
+
+impl Side {
+    fn label(self) -> &'static str {
+        match self {
+            Side::Host => "one reconhost, N plugins",
+            Side::Operators => "N kube-runtime operators",
+        }
+    }
+}
+
+/// What one side measured.
+struct Figures {
+    side: Side,
+    started: Duration,
+    converged: Duration,
+    idle_rss: f64,
+    rss: f64,
+    anon: f64,
+    peak: f64,
+    connections: usize,
+    idle_cpu: f64,
+}
+
+/// The processes of one side.
+enum Processes {
+    Host(reconhost_tests::host::Host),
+    Operators(Vec<Component>),
+}
+
+impl Processes {
+    async fn start(side: Side, world: &World, fleet: &[Variant]) -> Self {
+        match side {
+            Side::Host => {
+                let names: Vec<String> = fleet.iter().map(Variant::component_name).collect();
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                Processes::Host(world.host_with(&names, &[], &[]).await)
+            }
+            Side::Operators => {
+                let exe = std::env::current_exe().unwrap();
+                let base =
+                    std::env::temp_dir().join(format!("reconhost-bench-{}", world.namespace));
+                let mut operators = Vec::new();
+                for variant in fleet {
+                    let log_dir = base.join(variant.plugin_name());
+                    std::fs::create_dir_all(&log_dir).unwrap();
+                    let args = [
+                        "--native-operator".to_owned(),
+                        world.cluster.kubeconfig().display().to_string(),
+                        world.namespace.clone(),
+                        // The host's default `--max-concurrent-reconciles`, per plugin.
+                        "4".to_owned(),
+                        GROUP.to_owned(),
+                        variant.kind(),
+                        variant.plural(),
+                    ];
+                    operators
+                        .push(Component::spawn("native-operator", &exe, &args, &log_dir).unwrap());
+                }
+                for operator in &operators {
+                    let log = operator.log().to_owned();
+                    reconhost_tests::support::eventually(
+                        Duration::from_secs(120),
+                        "an operator's caches",
+                        || {
+                            let ready =
+                                std::fs::read_to_string(&log).is_ok_and(|l| l.contains("ready"));
+                            async move { ready.then_some(()) }
+                        },
+                    )
+                    .await;
+                }
+                Processes::Operators(operators)
+            }
+        }
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        match self {
+            Processes::Host(h) => vec![h.pid().expect("running")],
+            Processes::Operators(os) => os.iter().map(|o| o.pid().expect("running")).collect(),
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Processes::Host(h) => h.stop(Duration::from_secs(10)),
+            Processes::Operators(os) => {
+                for mut o in os {
+                    o.stop(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}
+
+/// How many parents of every kind report their current generation, and how many children the
+/// namespace holds.
+async fn converged(world: &World, fleet: &[Variant]) -> (usize, usize, usize) {
+    let lp = ListParams::default();
+    let mut observed = 0;
+    for variant in fleet {
+        let api = world.api(GROUP, "v1alpha1", &variant.kind(), &variant.plural());
+        observed += api
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|p| {
+                let p = serde_json::to_value(p).unwrap();
+                p["status"]["observedGeneration"] == p["metadata"]["generation"]
+            })
+            .count();
+    }
+    let deployments = world.deployments().list(&lp).await.unwrap().items.len();
+    let services = world.services().list(&lp).await.unwrap().items.len();
+    (observed, deployments, services)
+}
+
+async fn run(side: Side, fleet: &[Variant], parents: usize, idle: Duration) -> Figures {
+    let world = World::new(match side {
+        Side::Host => "fleet-host",
+        Side::Operators => "fleet-operators",
+    })
+    .await;
+    let port = measure::api_server_port(world.cluster.kubeconfig());
+    let start = Instant::now();
+    let processes = Processes::start(side, &world, fleet).await;
+    let started = start.elapsed();
+    let pids = processes.pids();
+    let idle_rss = ProcessSample::take(&pids, port).rss;
+
+    let start = Instant::now();
+    for variant in fleet {
+        let api = world.api(GROUP, "v1alpha1", &variant.kind(), &variant.plural());
+        for j in 0..parents {
+            world
+                .create(
+                    &api,
+                    json!({
+                        "apiVersion": format!("{GROUP}/v1alpha1"), "kind": variant.kind(),
+                        "metadata": {"name": format!("{}-{j:02}", variant.plural())},
+                        "spec": {"image": "nginx:1.27", "replicas": 1},
+                    }),
+                )
+                .await;
+        }
+    }
+    let total = parents * fleet.len();
+    loop {
+        let (observed, deployments, services) = converged(&world, fleet).await;
+        if observed == total && deployments == total && services == total {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(900),
+            "{}: no convergence in 15 min ({observed} of {total} observed, {deployments} \
+             Deployments, {services} Services)",
+            side.label()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let converged = start.elapsed();
+
+    // Let the last reconciles (woken by the final status writes) finish, then measure a quiet
+    // window: the CPU spent in it is what the side costs while nothing changes.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = ProcessSample::take(&pids, port);
+    tokio::time::sleep(idle).await;
+    if side == Side::Host && std::env::var_os("FLEET_SMAPS").is_some() {
+        measure::print_largest_mappings(pids[0]);
+    }
+    let after = ProcessSample::take(&pids, port);
+    processes.stop();
+    Figures {
+        side,
+        started,
+        converged,
+        idle_rss,
+        rss: after.rss,
+        anon: after.anon,
+        peak: after.peak,
+        connections: after.connections,
+        idle_cpu: (after.cpu - before.cpu).as_secs_f64() / idle.as_secs_f64() * 100.0,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--native-operator") {
+        let workers = args[4].parse().expect("workers");
+        let kind = native::parent_kind(&args[5..]);
+        native::run(&PathBuf::from(&args[2]), &args[3], workers, kind)
+            .await
+            .expect("the native operator");
+        return;
+    }
+    let env_or = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let plugins = env_or("FLEET_PLUGINS", 50);
+    let parents = env_or("FLEET_PARENTS", 20);
+    let rounds = env_or("FLEET_ROUNDS", 1);
+    let idle = Duration::from_secs(env_or("FLEET_IDLE_SECS", 30) as u64);
+
+    let fleet: Vec<Variant> = (0..plugins).map(Variant).collect();
+    let built = Instant::now();
+    variants::build(&fleet);
+    println!(
+        "{plugins} plugin variants ready in {:.1} s",
+        built.elapsed().as_secs_f64()
+    );
+    let world = World::new("fleet-crds").await;
+    variants::install_crds(&world.client, &fleet).await;
+    // The first writes of a kind whose CRD was just established took ~2 s in this API server:
+    // let the new kinds settle, so the side that runs first does not pay for it.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    // Compiled once here, into the cache the host reads, so the host's start below measures a
+    // host whose plugins are already compiled (as after its first start).
+    let compiled = Instant::now();
+    variants::precompile(&fleet);
+    println!(
+        "{plugins} plugins compiled (or found in the cache) in {:.1} s",
+        compiled.elapsed().as_secs_f64()
+    );
+
+    let mut all = Vec::new();
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [Side::Host, Side::Operators]
+        } else {
+            [Side::Operators, Side::Host]
+        };
+        let only = std::env::var("FLEET_SIDES").unwrap_or_default();
+        for side in order {
+            if (only == "host" && side != Side::Host)
+                || (only == "operators" && side != Side::Operators)
+            {
+                continue;
+            }
+            let f = run(side, &fleet, parents, idle).await;
+            println!(
+                "round {round} {:<26} started {:>5.1} s  converged {:>6.1} s  RSS idle {:>7.1} MiB  \
+                 after {:>7.1} MiB (anonymous {:>7.1})  peak {:>7.1} MiB  API connections {:>4}  idle CPU {:>5.1}% of a core",
+                f.side.label(),
+                f.started.as_secs_f64(),
+                f.converged.as_secs_f64(),
+                f.idle_rss,
+                f.rss,
+                f.anon,
+                f.peak,
+                f.connections,
+                f.idle_cpu,
+            );
+            all.push(f);
+        }
+    }
+    println!(
+        "\nmedians over {rounds} round(s), {plugins} kinds, {parents} parents each ({} in all):",
+        plugins * parents
+    );
+    let of = |s: Side, get: &dyn Fn(&Figures) -> f64| {
+        median(all.iter().filter(|f| f.side == s).map(get).collect())
+    };
+    type Column<'a> = &'a dyn Fn(&Figures) -> f64;
+    let rows: [(&str, Column); 8] = [
+        ("start until ready (s)", &|f| f.started.as_secs_f64()),
+        ("all parents converged after (s)", &|f| {
+            f.converged.as_secs_f64()
+        }),
+        ("RSS before any parent (MiB, summed)", &|f| f.idle_rss),
+        ("RSS after convergence (MiB, summed)", &|f| f.rss),
+        ("of which anonymous (MiB, summed)", &|f| f.anon),
+        ("peak RSS (MiB, summed)", &|f| f.peak),
+        ("TCP connections to the API server", &|f| {
+            f.connections as f64
+        }),
+        ("idle CPU (% of one core)", &|f| f.idle_cpu),
+    ];
+    println!(
+        "| | {} | {} | host / operators |",
+        Side::Host.label(),
+        Side::Operators.label()
+    );
+    println!("|---|---|---|---|");
+    for (name, get) in rows {
+        let (h, o) = (of(Side::Host, get), of(Side::Operators, get));
+        let ratio = if o == 0.0 {
+            "-".to_owned()
+        } else {
+            format!("{:.3}", h / o)
+        };
+        println!("| {name} | {h:.1} | {o:.1} | {ratio} |");
+    }
+}
+
+/// The median of some figures (the mean of the middle two for an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        return 0.0;
+    }
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
