@@ -310,6 +310,7 @@ fn main() {
         println!("{row}");
     }
     memory_reset(&bytes, &cache);
+    lean_path(&runtime);
     let floor = empty_floor(&runtime);
     verdicts.push(format!(
         "empty reconcile {:.1} us to the result, target <= 15 us: {}",
@@ -330,7 +331,13 @@ fn main() {
     println!();
     println!("| plugin | size | cold compile | cached load (new engine, from disk) |");
     println!("|---|---|---|---|");
-    for name in ["webapp", "configmap-generator", "merged-config", "archiver"] {
+    for name in [
+        "webapp",
+        "runtime-lean-webapp",
+        "configmap-generator",
+        "merged-config",
+        "archiver",
+    ] {
         let bytes = std::fs::read(plugin_dir().join(format!("{name}.wasm"))).unwrap();
         let compile = {
             let dir = cache.join(format!("cold-{name}"));
@@ -424,6 +431,31 @@ fn memory_reset(bytes: &[u8], cache: &std::path::Path) {
             Plugin::load_with_warm(&runtime, "webapp", bytes, Limits::default(), 0).unwrap();
         let Timings { hot, fresh, whole } = three_ways(&warm, &inline, &request, ITERATIONS);
         println!("| {label} | {} | {} | {} |", us(hot), us(fresh), us(whole));
+    }
+}
+
+/// The lean-SDK lever, measured in the runtime: webapp beside `runtime-lean-webapp`, which
+/// gives the same answers (a runtime test checks) without `serde_json::Value` or k8s-openapi.
+fn lean_path(runtime: &Runtime) {
+    println!();
+    println!(
+        "| webapp's logic (1 KiB parent) | component | to the result, pre-made | to the result, inline | whole call, pre-made |"
+    );
+    println!("|---|---|---|---|---|");
+    let request = request(parent(1 << 10));
+    for name in ["webapp", "runtime-lean-webapp"] {
+        let bytes = std::fs::read(plugin_dir().join(format!("{name}.wasm")))
+            .expect("build the plugins first: make plugins");
+        let warm = Plugin::load(runtime, name, &bytes, Limits::default()).unwrap();
+        let inline = Plugin::load_with_warm(runtime, name, &bytes, Limits::default(), 0).unwrap();
+        let Timings { hot, fresh, whole } = three_ways(&warm, &inline, &request, ITERATIONS);
+        println!(
+            "| {name} | {} KiB | {} | {} | {} |",
+            bytes.len() / 1024,
+            us(hot),
+            us(fresh),
+            us(whole)
+        );
     }
 }
 

@@ -476,6 +476,69 @@ fn webapp_should_report_a_permanent_error_for_an_empty_image() {
     assert!(err.is_permanent());
 }
 
+/// The lean path (`runtime-lean-webapp`: webapp's logic without `serde_json::Value` or
+/// k8s-openapi, which the benchmark times beside webapp) answers exactly as webapp does, valid
+/// specs and invalid ones, so the benchmark compares like with like.
+#[test]
+fn the_lean_webapp_should_answer_as_webapp_does() {
+    let webapp = load("webapp", Limits::default());
+    let lean = load("runtime-lean-webapp", Limits::default());
+    let deployment = |ready: i64| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "shop", "namespace": "team-a", "uid": "u-d"},
+               "spec": {"replicas": 3}, "status": {"readyReplicas": ready}})
+        .to_string()
+    };
+    let cases = [
+        (json!({"image": "nginx:1.27"}), vec![]),
+        (
+            json!({"image": "registry.example/shop:1.2.3", "replicas": 3, "port": 9090}),
+            vec![deployment(2)],
+        ),
+        (
+            json!({"image": "nginx", "replicas": 2}),
+            vec![deployment(2)],
+        ),
+        (json!({"image": "nginx", "replicas": 0}), vec![]),
+        (json!({"image": " "}), vec![]),
+        (json!({"image": "nginx", "port": 0}), vec![]),
+        (json!({"image": "nginx", "replicas": -1}), vec![]),
+    ];
+    for (spec, children) in cases {
+        let request = ReconcileRequest {
+            parent: json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "WebApp",
+                           "metadata": {"name": "shop", "namespace": "team-a", "uid": "u-1",
+                                        "generation": 2},
+                           "spec": spec.clone()})
+            .into(),
+            children,
+            config: json!({}),
+            finalizing: false,
+        };
+        let expected = webapp.reconcile(&request, Arc::new(NoObjects));
+        let got = lean.reconcile(&request, Arc::new(NoObjects));
+        match (expected, got) {
+            (Ok(expected), Ok(got)) => {
+                assert_eq!(got.desired, expected.desired, "for spec {spec}");
+                assert_eq!(got.desired.children.len(), 2);
+            }
+            (Err(expected), Err(got)) => {
+                assert!(expected.kind.is_permanent(), "{}", expected.kind);
+                assert_eq!(
+                    got.kind.to_string(),
+                    expected.kind.to_string(),
+                    "for spec {spec}"
+                );
+            }
+            (expected, got) => panic!(
+                "for spec {spec}: webapp answered {:?}, the lean plugin {:?}",
+                expected.map(|o| o.desired),
+                got.map(|o| o.desired)
+            ),
+        }
+    }
+}
+
 #[test]
 fn every_test_plugin_should_have_a_test() {
     // A test plugin `<suite>-<case>` belongs to the suites in host/tests/<suite>*.rs.
