@@ -9,7 +9,9 @@
 //! Environment: `FLEET_PLUGINS` (default 50), `FLEET_PARENTS` (per kind, default 20),
 //! `FLEET_ROUNDS` (default 1; rounds alternate which side goes first), `FLEET_IDLE_SECS`
 //! (the idle window, default 30), `FLEET_SIDES` (`host`, `operators` or both, the default),
-//! `FLEET_SMAPS=1` (print the host's largest memory mappings after convergence).
+//! `FLEET_SMAPS=1` (print the host's largest memory mappings after convergence), `FLEET_LEAN=1`
+//! (the host's plugins built from `runtime-lean-webapp` instead: the same logic without
+//! `serde_json::Value` and k8s-openapi; the operators are unchanged).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -246,11 +248,17 @@ async fn main() {
     let rounds = env_or("FLEET_ROUNDS", 1);
     let idle = Duration::from_secs(env_or("FLEET_IDLE_SECS", 30) as u64);
 
-    let fleet: Vec<Variant> = (0..plugins).map(Variant).collect();
+    let lean = std::env::var_os("FLEET_LEAN").is_some_and(|v| v == "1");
+    let fleet: Vec<Variant> = (0..plugins).map(|i| Variant(i, lean)).collect();
     let built = Instant::now();
     variants::build(&fleet);
     println!(
-        "{plugins} plugin variants ready in {:.1} s",
+        "{plugins} plugin variants ({}) ready in {:.1} s",
+        if lean {
+            "runtime-lean-webapp: no Value, no k8s-openapi"
+        } else {
+            "webapp's logic through the SDK"
+        },
         built.elapsed().as_secs_f64()
     );
     let world = World::new("fleet-crds").await;

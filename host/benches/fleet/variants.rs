@@ -16,9 +16,11 @@ pub const GROUP: &str = "fleet.bench.reconhost.dev";
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-/// One member of the fleet.
+/// One member of the fleet: its number, and whether it is built from the lean plugin
+/// (`runtime-lean-webapp`: webapp's logic without `serde_json::Value` and k8s-openapi) rather
+/// than from webapp's.
 #[derive(Debug, Clone, Copy)]
-pub struct Variant(pub usize);
+pub struct Variant(pub usize, pub bool);
 
 impl Variant {
     /// The parent kind, `App07`.
@@ -38,7 +40,8 @@ impl Variant {
 
     /// Its component, as a name under the plugin directory without `.wasm`.
     pub fn component_name(&self) -> String {
-        format!("fleet/{}", self.plugin_name())
+        let dir = if self.1 { "fleet-lean" } else { "fleet" };
+        format!("{dir}/{}", self.plugin_name())
     }
 
     fn component(&self) -> PathBuf {
@@ -73,6 +76,7 @@ fn sources_changed() -> SystemTime {
         "plugins/examples/webapp/Cargo.toml",
         "host/benches/fleet/plugin/src",
         "host/benches/fleet/plugin/Cargo.toml",
+        "plugins/test-plugins/runtime-lean-webapp",
     ]
     .iter()
     .map(|p| newest(&Path::new(ROOT).join(p)))
@@ -97,18 +101,32 @@ pub fn build(fleet: &[Variant]) {
         if fresh {
             continue;
         }
+        // The lean variants are the test plugin itself, built in the plugins workspace.
+        let (manifest, crate_name) = if variant.1 {
+            (
+                Path::new(ROOT).join("plugins/test-plugins/runtime-lean-webapp/Cargo.toml"),
+                "runtime_lean_webapp",
+            )
+        } else {
+            (manifest.clone(), "fleet_webapp")
+        };
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
             .arg("--manifest-path")
             .arg(&manifest)
             .env("CARGO_TARGET_DIR", &target)
+            .env("FLEET_API_VERSION", format!("{GROUP}/v1alpha1"))
             .env("FLEET_KIND", variant.kind())
             .env("FLEET_NAME", variant.plugin_name())
             .status()
             .expect("running cargo");
         assert!(status.success(), "building {}", variant.plugin_name());
-        std::fs::create_dir_all(plugin_dir().join("fleet")).unwrap();
-        std::fs::copy(target.join("wasm32-wasip2/release/fleet_webapp.wasm"), &out).unwrap();
+        std::fs::create_dir_all(out.parent().expect("a directory")).unwrap();
+        std::fs::copy(
+            target.join(format!("wasm32-wasip2/release/{crate_name}.wasm")),
+            &out,
+        )
+        .unwrap();
     }
 }
 

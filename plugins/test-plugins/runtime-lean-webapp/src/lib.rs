@@ -2,7 +2,8 @@
 //! it: the parent and children parsed into borrowed structs (no `serde_json::Value`), the
 //! children written from small `Serialize` structs (no k8s-openapi). The runtime tests require
 //! the same answers as `webapp`; the benchmark times both, so the lever is measured in the
-//! product, not guessed.
+//! product, not guessed. The fleet benchmark (`FLEET_LEAN=1`) also builds it under kinds of its
+//! own, which `FLEET_API_VERSION`, `FLEET_KIND` and `FLEET_NAME` set at build time.
 #![allow(missing_docs, reason = "a test fixture")]
 
 wit_bindgen::generate!({ world: "reconciler", path: "../../../wit/reconhost-plugin@0.1.0" });
@@ -14,6 +15,19 @@ use reconhost::plugin::types::{Condition, ConditionStatus, KindRef};
 use serde::{Deserialize, Serialize};
 
 struct Plugin;
+
+const API_VERSION: &str = match option_env!("FLEET_API_VERSION") {
+    Some(v) => v,
+    None => "examples.reconhost.dev/v1alpha1",
+};
+const KIND: &str = match option_env!("FLEET_KIND") {
+    Some(k) => k,
+    None => "WebApp",
+};
+const NAME: &str = match option_env!("FLEET_NAME") {
+    Some(n) => n,
+    None => "runtime-lean-webapp",
+};
 
 #[derive(Deserialize)]
 struct Parent<'a> {
@@ -162,9 +176,9 @@ impl Guest for Plugin {
             kind: kind.into(),
         };
         PluginInfo {
-            name: "runtime-lean-webapp".into(),
+            name: NAME.into(),
             version: "0.1.0".into(),
-            parent: kind("examples.reconhost.dev/v1alpha1", "WebApp"),
+            parent: kind(API_VERSION, KIND),
             children: vec![kind("apps/v1", "Deployment"), kind("v1", "Service")],
             reads: vec![],
             finalizer: false,
