@@ -180,7 +180,7 @@ fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
 /// code may run (a [`Running`] guard is held) and goes to sleep after [`IDLE_TICKS`] ticks
 /// without any, so an idle host is not woken a hundred times a second. A busy host keeps it
 /// ticking, and a call pays a wake-up only when the ticker was asleep: waking it on every
-/// call cost ~18 µs of CPU per call (futex and a thread switch), measured with `make bench`.
+/// call cost ~16 µs of CPU per call (futex and a thread switch), measured with `make bench`.
 /// It exits when the engine is gone.
 pub(super) struct Ticker {
     /// Guards held: instantiations and calls in progress.
