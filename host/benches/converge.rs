@@ -12,7 +12,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-#[path = "fleet/measure.rs"]
+#[path = "measure/mod.rs"]
 #[allow(dead_code, reason = "the fleet benchmark uses the rest")]
 mod measure;
 #[path = "converge/native.rs"]
@@ -22,7 +22,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::World;
-use kube::api::ListParams;
 use reconhost_tests::process::Component;
 
 /// The two ways of running the same reconcile logic.
@@ -59,23 +58,6 @@ fn env_or(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Parents whose status reports their current generation and that own both children.
-async fn converged(world: &World) -> (usize, usize, usize) {
-    let lp = ListParams::default();
-    let parents = world.webapps().list(&lp).await.unwrap();
-    let observed = parents
-        .items
-        .iter()
-        .filter(|p| {
-            let p = serde_json::to_value(p).unwrap();
-            p["status"]["observedGeneration"] == p["metadata"]["generation"]
-        })
-        .count();
-    let deployments = world.deployments().list(&lp).await.unwrap().items.len();
-    let services = world.services().list(&lp).await.unwrap().items.len();
-    (observed, deployments, services)
 }
 
 /// A controller process under test.
@@ -177,7 +159,7 @@ async fn run(variant: Variant, parents: usize, workers: usize) -> Figures {
     }
     let create = start.elapsed();
     loop {
-        let (observed, deployments, services) = converged(&world).await;
+        let (observed, deployments, services) = world.webapps_converged().await;
         if observed == parents && deployments == parents && services == parents {
             break;
         }
@@ -219,16 +201,6 @@ async fn run(variant: Variant, parents: usize, workers: usize) -> Figures {
         idle_rss,
         rss,
         peak,
-    }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
     }
 }
 
@@ -275,7 +247,7 @@ async fn main() {
     }
     println!("\nmedians over {rounds} rounds, {parents} parents, {workers} workers:");
     let of = |v: Variant, get: &dyn Fn(&Figures) -> f64| {
-        median(all.iter().filter(|f| f.variant == v).map(get).collect())
+        measure::median(all.iter().filter(|f| f.variant == v).map(get).collect())
     };
     type Column<'a> = &'a dyn Fn(&Figures) -> f64;
     let rows: [(&str, Column); 6] = [
@@ -286,19 +258,9 @@ async fn main() {
         ("RSS after (MiB)", &|f| f.rss),
         ("peak RSS (MiB)", &|f| f.peak),
     ];
-    println!(
-        "| | {} | {} | host / operator |",
-        Variant::Host.label(),
-        Variant::Operator.label()
-    );
-    println!("|---|---|---|---|");
-    for (name, get) in rows {
-        let (h, o) = (of(Variant::Host, get), of(Variant::Operator, get));
-        let ratio = if o == 0.0 {
-            "-".to_owned()
-        } else {
-            format!("{:.2}", h / o)
-        };
-        println!("| {name} | {h:.1} | {o:.1} | {ratio} |");
-    }
+    let rows: Vec<(&str, f64, f64)> = rows
+        .into_iter()
+        .map(|(name, get)| (name, of(Variant::Host, get), of(Variant::Operator, get)))
+        .collect();
+    measure::side_by_side(Variant::Host.label(), Variant::Operator.label(), &rows);
 }

@@ -15,7 +15,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-#[path = "fleet/measure.rs"]
+#[path = "measure/mod.rs"]
 mod measure;
 #[path = "converge/native.rs"]
 mod native;
@@ -30,7 +30,7 @@ use kube::api::ListParams;
 use reconhost_tests::process::Component;
 use serde_json::json;
 
-use measure::ProcessSample;
+use measure::{ProcessSample, median};
 use variants::{GROUP, Variant};
 
 /// The two ways of running the fleet.
@@ -328,33 +328,9 @@ async fn main() {
         }),
         ("idle CPU (% of one core)", &|f| f.idle_cpu),
     ];
-    println!(
-        "| | {} | {} | host / operators |",
-        Side::Host.label(),
-        Side::Operators.label()
-    );
-    println!("|---|---|---|---|");
-    for (name, get) in rows {
-        let (h, o) = (of(Side::Host, get), of(Side::Operators, get));
-        let ratio = if o == 0.0 {
-            "-".to_owned()
-        } else {
-            format!("{:.3}", h / o)
-        };
-        println!("| {name} | {h:.1} | {o:.1} | {ratio} |");
-    }
-}
-
-/// The median of some figures (the mean of the middle two for an even count).
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n == 0 {
-        return 0.0;
-    }
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
+    let rows: Vec<(&str, f64, f64)> = rows
+        .into_iter()
+        .map(|(name, get)| (name, of(Side::Host, get), of(Side::Operators, get)))
+        .collect();
+    measure::side_by_side(Side::Host.label(), Side::Operators.label(), &rows);
 }

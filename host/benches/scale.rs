@@ -11,7 +11,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-#[path = "fleet/measure.rs"]
+#[path = "measure/mod.rs"]
 #[allow(dead_code, reason = "the fleet benchmark uses the rest")]
 mod measure;
 
@@ -55,26 +55,6 @@ async fn reconciled(host: &Host, pid: u32, port: u16, target: f64) -> (Instant, 
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// Parents whose status reports their generation, and the children in the namespace.
-async fn converged(world: &World) -> (usize, usize, usize) {
-    let lp = ListParams::default();
-    let observed = world
-        .webapps()
-        .list(&lp)
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter(|p| {
-            let p = serde_json::to_value(p).unwrap();
-            p["status"]["observedGeneration"] == p["metadata"]["generation"]
-        })
-        .count();
-    let deployments = world.deployments().list(&lp).await.unwrap().items.len();
-    let services = world.services().list(&lp).await.unwrap().items.len();
-    (observed, deployments, services)
 }
 
 /// The objects the host caches (parents and both kinds of children), and their JSON size as
@@ -136,7 +116,7 @@ async fn main() {
         .await;
     let created = start.elapsed();
     loop {
-        let (observed, deployments, services) = converged(&world).await;
+        let (observed, deployments, services) = world.webapps_converged().await;
         if observed == parents && deployments == parents && services == parents {
             break;
         }

@@ -151,6 +151,27 @@ impl World {
         .await
     }
 
+    /// How many WebApps report their current generation in `status.observedGeneration`, and
+    /// how many Deployments and Services the namespace holds: convergence, for benchmarks.
+    pub async fn webapps_converged(&self) -> (usize, usize, usize) {
+        let lp = kube::api::ListParams::default();
+        let observed = self
+            .webapps()
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|p| {
+                let p = serde_json::to_value(p).unwrap();
+                p["status"]["observedGeneration"] == p["metadata"]["generation"]
+            })
+            .count();
+        let deployments = self.deployments().list(&lp).await.unwrap().items.len();
+        let services = self.services().list(&lp).await.unwrap().items.len();
+        (observed, deployments, services)
+    }
+
     /// How many write requests the audit log holds for this namespace: a mark for
     /// [`World::host_writes_since`].
     pub fn writes(&self) -> usize {

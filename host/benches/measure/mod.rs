@@ -1,5 +1,6 @@
-//! What the fleet benchmark reads about its processes from /proc: resident memory, CPU time,
-//! and the TCP connections each holds to the API server.
+//! What the cluster benchmarks (converge, fleet, scale) read about their processes from /proc —
+//! resident memory, CPU time, the TCP connections each holds to the API server — and how they
+//! print a side-by-side comparison.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -158,5 +159,33 @@ pub fn print_largest_mappings(pid: u32) {
     );
     for (kib, header) in mappings.iter().take(10) {
         println!("  {:>8} KiB  {header}", kib);
+    }
+}
+
+/// The median of some figures (the mean of the middle two for an even count; 0 for none).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        return 0.0;
+    }
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// Prints a Markdown table of `(figure, ours, baseline)` rows with their ratio.
+pub fn side_by_side(ours: &str, baseline: &str, rows: &[(&str, f64, f64)]) {
+    println!("| | {ours} | {baseline} | ours / baseline |");
+    println!("|---|---|---|---|");
+    for (name, h, o) in rows {
+        let ratio = if *o == 0.0 {
+            "-".to_owned()
+        } else {
+            format!("{:.3}", h / o)
+        };
+        println!("| {name} | {h:.1} | {o:.1} | {ratio} |");
     }
 }
