@@ -244,6 +244,34 @@ pub struct RunArgs {
     /// to 10 %. Go duration syntax (`10h`, `90m`, `30s`); `0` turns it off.
     #[arg(long, default_value = "10h", value_parser = parse_period)]
     pub sync_period: Duration,
+    /// Times another field manager must undo what a plugin applied to a child, over the same
+    /// field, within `--fight-window`, before the host stops re-applying that child (the fight
+    /// breaker). The parent then shows `Contested=True` naming the field and the manager.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub fight_threshold: u32,
+    /// The window those strikes must fall in; also how long a child must stay quiet after the
+    /// host re-applies it before the fight counts as over. Go duration syntax.
+    #[arg(long, default_value = "2m", value_parser = parse_period)]
+    pub fight_window: Duration,
+    /// How long the first trip of the fight breaker keeps the host from re-applying a child;
+    /// each further trip doubles it, up to `--fight-max-backoff`. Go duration syntax.
+    #[arg(long, default_value = "30s", value_parser = parse_period)]
+    pub fight_backoff: Duration,
+    /// The longest one trip of the fight breaker holds a child. Go duration syntax.
+    #[arg(long, default_value = "10m", value_parser = parse_period)]
+    pub fight_max_backoff: Duration,
+}
+
+impl RunArgs {
+    /// The fight breaker's policy from the `--fight-*` flags.
+    pub fn fight_policy(&self) -> crate::controller::fight::FightPolicy {
+        crate::controller::fight::FightPolicy {
+            threshold: self.fight_threshold,
+            window: self.fight_window,
+            backoff: self.fight_backoff,
+            max_backoff: self.fight_max_backoff.max(self.fight_backoff),
+        }
+    }
 }
 
 /// How log lines are written.

@@ -22,10 +22,12 @@
 pub mod applied;
 pub mod applier;
 pub mod deps;
+pub mod fight;
 pub mod generation;
 pub mod permanent;
 pub mod queue;
 pub mod reconciler;
+pub mod referee;
 pub mod schema;
 pub mod workers;
 
@@ -61,6 +63,8 @@ pub struct Context {
     pub access: Arc<crate::identity::access::Access>,
     /// Whether a plugin may reconcile a built-in kind (`--allow-builtin-parents`).
     pub allow_builtin_parents: bool,
+    /// When a fight over a child's field trips the breaker (`--fight-*`).
+    pub fights: fight::FightPolicy,
     /// Whether this replica leads (always, without leader election): worker pools run only
     /// while it does; caches and generations are kept either way.
     pub leading: tokio::sync::watch::Receiver<bool>,

@@ -68,6 +68,8 @@ pub struct Metrics {
     memory_peak: Family<Labels, Gauge>,
     applies: Family<Labels, Counter>,
     api_errors: Family<Labels, Counter>,
+    fights: Family<Labels, Counter>,
+    contested: Family<Labels, Gauge>,
     swaps: Family<Labels, Counter>,
     plugin_states: Family<Labels, Gauge>,
     fetch_seconds: Histograms,
@@ -115,6 +117,8 @@ impl Metrics {
             memory_peak: Family::default(),
             applies: Family::default(),
             api_errors: Family::default(),
+            fights: Family::default(),
+            contested: Family::default(),
             swaps: Family::default(),
             plugin_states: Family::default(),
             fetch_seconds: h(load_histogram),
@@ -215,6 +219,16 @@ impl Metrics {
             m.api_errors.clone(),
         );
         r.register(
+            "reconhost_controller_fights",
+            "Times the fight breaker stopped re-applying a child another field manager keeps changing",
+            m.fights.clone(),
+        );
+        r.register(
+            "reconhost_contested_children",
+            "Children whose fight breaker has tripped and not yet closed",
+            m.contested.clone(),
+        );
+        r.register(
             "reconhost_plugin_swaps",
             "Plugin installs and upgrades, by result (installed, upgraded, failed)",
             m.swaps.clone(),
@@ -298,6 +312,8 @@ impl Metrics {
             errors: self.plugin_errors.clone(),
             applies: self.applies.clone(),
             api_errors: self.api_errors.clone(),
+            fights: self.fights.get_or_create_owned(&p),
+            contested: self.contested.get_or_create_owned(&p),
         }
     }
 
@@ -429,6 +445,8 @@ pub struct PluginMetrics {
     errors: Family<Labels, Counter>,
     applies: Family<Labels, Counter>,
     api_errors: Family<Labels, Counter>,
+    fights: Counter,
+    contested: Gauge,
 }
 
 impl PluginMetrics {
@@ -456,6 +474,17 @@ impl PluginMetrics {
         self.applies
             .get_or_create(&labels(&[("plugin", &self.name), ("action", action)]))
             .inc();
+    }
+
+    /// Counts a trip of the fight breaker.
+    pub fn fight(&self) {
+        self.fights.inc();
+    }
+
+    /// Sets how many of the plugin's children are contested.
+    pub fn contested(&self, children: usize) {
+        self.contested
+            .set(i64::try_from(children).unwrap_or(i64::MAX));
     }
 
     /// Counts a failed API call.

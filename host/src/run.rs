@@ -93,6 +93,7 @@ pub async fn run(
         grace,
         access: Arc::new(Access::new(client.clone())),
         allow_builtin_parents: args.allow_builtin_parents,
+        fights: args.fight_policy(),
         leading,
     };
     let supervisor = Arc::new(Supervisor::new(ctx, args.cache_sync_timeout));

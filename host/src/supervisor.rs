@@ -405,6 +405,7 @@ mod tests {
             grace: Duration::from_secs(1),
             access: Arc::new(crate::identity::access::Access::new(client.clone())),
             allow_builtin_parents: false,
+            fights: crate::controller::fight::FightPolicy::default(),
             leading: tokio::sync::watch::channel(true).1,
         };
         Supervisor::new(ctx, Duration::from_secs(1))

@@ -63,10 +63,26 @@ pub struct ControlPlane {
     components: Vec<Component>,
     /// How kube-apiserver was started (binary, arguments), to start it again the same way.
     api_server: (PathBuf, Vec<String>),
+    /// How etcd was started, likewise; it starts again on its data directory.
+    etcd: (PathBuf, Vec<String>),
+    /// etcd's client port.
+    etcd_port: u16,
 }
+
+/// Where etcd sits in [`ControlPlane::components`].
+const ETCD: usize = 0;
 
 /// Where kube-apiserver sits in [`ControlPlane::components`].
 const API_SERVER: usize = 1;
+
+/// How a component is taken down for a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGTERM, as a rolling upgrade does: the component shuts down in order.
+    Graceful,
+    /// SIGKILL, as when its machine dies: nothing is flushed or closed.
+    Kill,
+}
 
 impl ControlPlane {
     /// Starts etcd, kube-apiserver and kube-controller-manager and waits until the API server is
@@ -85,6 +101,8 @@ impl ControlPlane {
             server: String::new(),
             components: Vec::new(),
             api_server: (binaries.kube_apiserver.clone(), Vec::new()),
+            etcd: (binaries.etcd.clone(), Vec::new()),
+            etcd_port: 0,
         };
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs).map_err(io(format!("creating {}", logs.display())))?;
@@ -112,7 +130,9 @@ impl ControlPlane {
             "--log-level=warn".to_owned(),
         ];
         plane.spawn("etcd", &binaries.etcd, &etcd_args, &logs)?;
-        plane.wait_ready(0, || etcd_healthy(etcd_port)).await?;
+        plane.wait_ready(ETCD, || etcd_healthy(etcd_port)).await?;
+        plane.etcd = (binaries.etcd.clone(), etcd_args);
+        plane.etcd_port = etcd_port;
 
         write(&dir.join("audit-policy.yaml"), AUDIT_POLICY)?;
         plane.server = format!("https://127.0.0.1:{api_port}");
@@ -256,19 +276,82 @@ impl ControlPlane {
     /// that resumes from a resourceVersion older than the new server's watch cache is told 410
     /// Gone and must relist.
     pub async fn restart_api_server(&mut self, down: Duration) -> Result<(), Error> {
-        self.components[API_SERVER].stop(STOP_GRACE);
+        self.restart_api_server_after(Stop::Graceful, down, |_| {})
+            .await
+    }
+
+    /// Like [`ControlPlane::restart_api_server`], stopped as `how` says, and calling `meanwhile`
+    /// while it is down (to compact etcd, say).
+    pub async fn restart_api_server_after(
+        &mut self,
+        how: Stop,
+        down: Duration,
+        meanwhile: impl FnOnce(&Self),
+    ) -> Result<(), Error> {
+        self.take_down(API_SERVER, how);
         tokio::time::sleep(down).await;
-        let logs = self.dir.join("logs");
-        // The first run's log is kept beside the new one.
-        let log = logs.join("kube-apiserver.log");
-        let _ = std::fs::rename(&log, logs.join("kube-apiserver.previous.log"));
+        meanwhile(self);
         let (program, args) = self.api_server.clone();
-        let component = Component::spawn("kube-apiserver", &program, &args, &logs)?;
-        if let Some(pid) = component.pid() {
-            registry::record_component(&self.dir, "kube-apiserver", pid)?;
-        }
-        self.components[API_SERVER] = component;
+        self.bring_up(API_SERVER, "kube-apiserver", &program, &args)?;
         self.wait_api_ready().await
+    }
+
+    /// Kills etcd (SIGKILL), keeps it down for `down`, and starts it again on its data
+    /// directory and port. kube-apiserver keeps running and reconnects by itself; until it
+    /// has, every request fails and every watch is cut. Returns once etcd is healthy and the
+    /// API server ready again.
+    pub async fn restart_etcd(&mut self, how: Stop, down: Duration) -> Result<(), Error> {
+        self.take_down(ETCD, how);
+        tokio::time::sleep(down).await;
+        let (program, args) = self.etcd.clone();
+        self.bring_up(ETCD, "etcd", &program, &args)?;
+        let port = self.etcd_port;
+        self.wait_ready(ETCD, || etcd_healthy(port)).await?;
+        self.wait_api_ready().await
+    }
+
+    /// Compacts etcd's history up to its current revision, physically, through etcd's JSON
+    /// gateway: a watch resuming from any earlier resourceVersion is then answered 410 Gone.
+    /// Returns the revision compacted at.
+    pub fn compact_etcd(&self) -> Result<i64, Error> {
+        let port = self.etcd_port;
+        // A range over one key answers with the store's current revision in its header.
+        let range = etcd_post(port, "/v3/kv/range", r#"{"key":"Lw=="}"#)?;
+        let revision = range["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse::<i64>().ok())
+            .ok_or_else(|| {
+                Error::Setup(format!("etcd answered a range without a revision: {range}"))
+            })?;
+        let body = format!(r#"{{"revision":"{revision}","physical":true}}"#);
+        etcd_post(port, "/v3/kv/compaction", &body)?;
+        Ok(revision)
+    }
+
+    fn take_down(&mut self, index: usize, how: Stop) {
+        match how {
+            Stop::Graceful => self.components[index].stop(STOP_GRACE),
+            Stop::Kill => self.components[index].kill(),
+        }
+    }
+
+    /// Starts component `index` again, keeping its previous log beside the new one.
+    fn bring_up(
+        &mut self,
+        index: usize,
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+    ) -> Result<(), Error> {
+        let logs = self.dir.join("logs");
+        let log = logs.join(format!("{name}.log"));
+        let _ = std::fs::rename(&log, logs.join(format!("{name}.previous.log")));
+        let component = Component::spawn(name, program, args, &logs)?;
+        if let Some(pid) = component.pid() {
+            registry::record_component(&self.dir, name, pid)?;
+        }
+        self.components[index] = component;
+        Ok(())
     }
 
     async fn wait_api_ready(&mut self) -> Result<(), Error> {
@@ -454,6 +537,34 @@ fn etcd_healthy(port: u16) -> bool {
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
     response.contains("\"health\":\"true\"")
+}
+
+/// A JSON POST to etcd's gRPC gateway; its answer, parsed.
+fn etcd_post(port: u16, path: &str, body: &str) -> Result<serde_json::Value, Error> {
+    use std::io::{Read as _, Write as _};
+    let io = |source| Error::Io {
+        what: format!("POST {path} to etcd"),
+        source,
+    };
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(io)?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(io)?;
+    let request = format!(
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).map_err(io)?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).map_err(io)?;
+    let (head, answer) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
+        return Err(Error::Setup(format!(
+            "etcd answered {path} with {head}: {answer}"
+        )));
+    }
+    serde_json::from_str(answer)
+        .map_err(|e| Error::Setup(format!("etcd answered {path} with no JSON ({e}): {answer}")))
 }
 
 async fn api_ready(client: kube::Client, port: u16) -> bool {

@@ -97,6 +97,11 @@ impl Host {
         }
     }
 
+    /// Whether /readyz answers 200 now.
+    pub async fn is_ready(&self) -> bool {
+        matches!(http_get(self.probes, "/readyz").await, Ok((200, _)))
+    }
+
     /// The text of /metrics.
     pub async fn metrics(&self) -> Result<String, Error> {
         let (code, body) = http_get(self.metrics, "/metrics").await?;

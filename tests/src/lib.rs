@@ -34,7 +34,7 @@ pub mod workloads;
 
 pub use audit::{AuditEvent, AuditLog};
 pub use cluster::TestCluster;
-pub use control_plane::{ControlPlane, Options};
+pub use control_plane::{ControlPlane, Options, Stop};
 
 use std::path::PathBuf;
 

@@ -128,6 +128,14 @@ impl Component {
         }
     }
 
+    /// Sends SIGKILL and reaps the process: no shutdown at all, as when a machine dies.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Sends SIGTERM, waits up to `grace` for the process to exit, then sends SIGKILL.
     pub fn stop(&mut self, grace: Duration) {
         let Some(mut child) = self.child.take() else {

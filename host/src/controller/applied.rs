@@ -65,6 +65,19 @@ impl Applied {
         }
     }
 
+    /// Whether `observed`, a child the plan updates with `body`, was last written by the host
+    /// with this same body and has been written by someone else since: the plugin's intent is
+    /// unchanged, another writer's is not. The fight breaker's first question.
+    pub fn rewritten(&self, parent: &ObjectKey, body: &Value, observed: &Value) -> bool {
+        let meta = &observed["metadata"];
+        let by_parent = self.lock();
+        let remembered = by_parent
+            .get(parent)
+            .and_then(|children| children.get(meta["uid"].as_str()?));
+        remembered
+            .is_some_and(|e| meta["resourceVersion"] != e.version.as_str() && e.body == hash(body))
+    }
+
     /// Records what a successful apply of `plan` wrote, and forgets children that are neither
     /// observed nor written any more.
     pub fn record(&self, parent: &ObjectKey, plan: &Plan, observed: &[Value], written: &[Written]) {
@@ -197,6 +210,28 @@ mod tests {
         let mut other_parent = plan_with(Action::Update, body("0.5"));
         applied.settle(&ObjectKey::new("a", "x"), &mut other_parent, &[stored("7")]);
         assert_eq!(other_parent.children[0].action, Action::Update);
+    }
+
+    #[test]
+    fn only_the_same_body_written_over_by_someone_else_should_count_as_rewritten() {
+        let applied = Applied::default();
+        let parent = ObjectKey::new("a", "p");
+        applied.record(
+            &parent,
+            &plan_with(Action::Create, body("0.5")),
+            &[],
+            &[written(stored("7"))],
+        );
+        assert!(applied.rewritten(&parent, &body("0.5"), &stored("8")));
+        assert!(
+            !applied.rewritten(&parent, &body("0.5"), &stored("7")),
+            "nobody wrote since"
+        );
+        assert!(
+            !applied.rewritten(&parent, &body("1"), &stored("8")),
+            "the plugin wants more"
+        );
+        assert!(!applied.rewritten(&ObjectKey::new("a", "x"), &body("0.5"), &stored("8")));
     }
 
     #[test]

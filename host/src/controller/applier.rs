@@ -254,6 +254,21 @@ impl Applier {
         result.map_err(|source| self.failed(verb, target, source))
     }
 
+    /// The child as the API server has it now, with every manager's `managedFields` (the cache
+    /// keeps only the host's): read when the fight breaker must know who else wrote it. `None`
+    /// if it cannot be read (gone, or the plugin's account may not get it).
+    pub async fn live(&self, child: &ChildPlan) -> Option<Value> {
+        let kind = self.children.get(&GroupKind::from(&child.kind))?;
+        match self.api(kind, &child.namespace).get(&child.name).await {
+            Ok(object) => serde_json::to_value(object).ok(),
+            Err(error) => {
+                debug!(plugin = %self.info.name, target = %child.target(), %error,
+                       "reading a rewritten child failed");
+                None
+            }
+        }
+    }
+
     /// Writes the parent's status; returns the parent as the API server now has it.
     pub async fn status(
         &self,

@@ -226,6 +226,7 @@ impl Generation {
             selector: spec.parent_selector.clone(),
             schema: status_schema,
             permanent,
+            fights: ctx.fights,
         });
         let informers = std::iter::once(parents)
             .chain(children)

@@ -27,7 +27,9 @@ use tracing::{debug, info, warn};
 use super::applied::Applied;
 use super::applier::{Applier, ApplyError, Written};
 use super::deps::Dependencies;
+use super::fight::{FightPolicy, Fights};
 use super::permanent::Permanent;
+use super::referee::{CONTESTED, Referee};
 use super::schema::ParentSchema;
 use super::workers::Next;
 use crate::cache::{CacheReader, Cached, GroupKind, Informer, ObjectKey};
@@ -52,8 +54,11 @@ pub struct Reconciler {
     permanent: Arc<Permanent>,
     /// Conflicts (409) in a row per parent, cleared by a reconcile that goes through.
     conflicts: Mutex<HashMap<ObjectKey, u32>>,
-    /// What was last applied to each child, for children the API server normalised.
+    /// What was last applied to each child, for children the API server normalised and for
+    /// the fight breaker.
     applied: Applied,
+    /// The fight breaker.
+    referee: Referee,
     /// The parents this plugin reconciles; the others are left alone.
     selector: Selector,
     /// Which of the host's status fields the parent kind admits.
@@ -88,6 +93,8 @@ pub struct Parts {
     pub schema: Arc<ParentSchema>,
     /// Parents that failed for good; the handlers forget one when its inputs change.
     pub permanent: Arc<Permanent>,
+    /// When a fight over a child's field trips the breaker.
+    pub fights: FightPolicy,
 }
 
 impl Reconciler {
@@ -101,10 +108,11 @@ impl Reconciler {
             reader: parts.reader,
             deps: parts.deps,
             applier: parts.applier,
-            metrics: parts.metrics,
+            metrics: parts.metrics.clone(),
             permanent: parts.permanent,
             conflicts: Mutex::new(HashMap::new()),
             applied: Applied::default(),
+            referee: Referee::new(Fights::new(parts.fights), parts.metrics.clone()),
             selector: parts.selector,
             schema: parts.schema,
         }
@@ -198,7 +206,7 @@ impl Reconciler {
         // reconciled again at once to see what it could not.
         let unanswered = call_reader.unanswered();
         let again = !unanswered.is_empty() && self.reader.answer(unanswered).await;
-        let outcome = match result {
+        let mut outcome = match result {
             Ok(outcome) => outcome,
             Err(error) => {
                 let next = match (
@@ -221,15 +229,38 @@ impl Reconciler {
         self.deps.record(key, &outcome.reads);
 
         let fields = self.schema.fields();
-        let mut plan = planner::plan(
-            self.plugin.info(),
-            &fields,
-            &request.parent,
-            &outcome.desired,
-            &observed,
-            &model::now(),
-        );
-        self.applied.settle(key, &mut plan, &observed);
+        let plan_for = |desired: &model::Desired| {
+            let mut plan = planner::plan(
+                self.plugin.info(),
+                &fields,
+                &request.parent,
+                desired,
+                &observed,
+                &model::now(),
+            );
+            self.applied.settle(key, &mut plan, &observed);
+            plan
+        };
+        let mut plan = plan_for(&outcome.desired);
+        let ruling = self
+            .referee
+            .rule(
+                info,
+                key,
+                &mut plan,
+                &observed,
+                &self.applied,
+                &self.applier,
+            )
+            .await;
+        if let Some(contested) = self.referee.condition(&ruling, &request.parent) {
+            // The host's condition, not the plugin's, under this type.
+            let conditions = &mut outcome.desired.conditions;
+            conditions.retain(|c| c.type_ != CONTESTED);
+            conditions.push(contested);
+            plan = plan_for(&outcome.desired);
+            Referee::hold(&ruling, &mut plan);
+        }
         if let Err(message) = self.scopes(&plan) {
             warn!(plugin = %name, parent = %key, error = %message, "a desired child is in the wrong place");
             self.report(&request.parent, "ReconcileError", &message)
@@ -279,6 +310,7 @@ impl Reconciler {
         self.applier
             .events(&request.parent, &outcome.desired.events)
             .await;
+        self.applier.events(&request.parent, &ruling.events).await;
         if !failed.is_empty() {
             let message = failures_message(&failed);
             warn!(plugin = %name, parent = %key, error = %message, "children could not be written");
@@ -306,11 +338,16 @@ impl Reconciler {
         } else {
             debug!(plugin = %name, parent = %key, "up to date");
         }
-        // A parent still finalizing is looked at again by its timeout at the latest.
+        // A parent still finalizing is looked at again by its timeout at the latest; one with
+        // a contested child when its hold ends or its breaker would close.
         let requeue = match (outcome.desired.requeue_after, finalize_left) {
             (Some(a), Some(left)) if !outcome.desired.finalized => Some(a.min(left)),
             (None, Some(left)) if !outcome.desired.finalized => Some(left),
             (after, _) => after,
+        };
+        let requeue = match (requeue, ruling.standing.wake_after) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         match requeue {
             _ if again => Next::RequeueAfter(Duration::ZERO),
@@ -497,6 +534,7 @@ impl Reconciler {
     fn forget(&self, key: &ObjectKey) {
         self.deps.forget(key);
         self.applied.forget(key);
+        self.referee.forget(key);
         self.permanent.forget(key);
         self.conflicts
             .lock()

@@ -1,0 +1,149 @@
+//! The referee: applies the fight breaker ([`super::fight`]) to one plan, between the planner
+//! and the applier. It holds back updates of children whose breaker is open, counts strikes
+//! (reading the child once from the API server to learn who else wrote it), and says what the
+//! parent's `Contested` condition and events should be.
+
+use std::time::Instant;
+
+use serde_json::Value;
+use tracing::{debug, warn};
+
+use super::applied::Applied;
+use super::applier::Applier;
+use super::fight::{Fights, Standing, Strike, dispute};
+use crate::cache::ObjectKey;
+use crate::metrics::PluginMetrics;
+use crate::model::{Condition, ConditionStatus, Event, EventType, PluginInfo};
+use crate::planner::{self, Action, Plan};
+
+/// The condition a parent shows while one of its children is contested.
+pub const CONTESTED: &str = "Contested";
+
+/// What the referee made of one plan.
+#[derive(Debug, Default)]
+pub struct Ruling {
+    /// The children (`Kind namespace/name`) not applied this time.
+    pub held: Vec<String>,
+    /// Warning events for breakers that tripped now.
+    pub events: Vec<Event>,
+    /// Where the parent's fights stand.
+    pub standing: Standing,
+}
+
+/// The fight breaker of one plugin, with what it reports to.
+pub struct Referee {
+    fights: Fights,
+    metrics: PluginMetrics,
+}
+
+impl Referee {
+    /// A referee over `fights`, counting trips in `metrics`.
+    pub fn new(fights: Fights, metrics: PluginMetrics) -> Self {
+        Self { fights, metrics }
+    }
+
+    /// Rules on `plan` for `parent`: updates of held children become no-ops, and so does one
+    /// whose strike trips its breaker now.
+    pub async fn rule(
+        &self,
+        info: &PluginInfo,
+        parent: &ObjectKey,
+        plan: &mut Plan,
+        observed: &[Value],
+        applied: &Applied,
+        applier: &Applier,
+    ) -> Ruling {
+        let mut ruling = Ruling::default();
+        let manager = info.field_manager();
+        for child in plan
+            .children
+            .iter_mut()
+            .filter(|c| c.action == Action::Update)
+        {
+            let target = child.target();
+            let now = Instant::now();
+            if self.fights.is_held(parent, &target, now) {
+                debug!(plugin = %info.name, %parent, child = %target, "contested; not re-applied");
+                child.action = Action::Unchanged;
+                ruling.held.push(target);
+                continue;
+            }
+            let current = observed
+                .iter()
+                .find(|o| planner::same_object(o, &child.kind, &child.namespace, &child.name));
+            if !current.is_some_and(|c| applied.rewritten(parent, &child.object, c)) {
+                continue;
+            }
+            let Some(live) = applier.live(child).await else {
+                continue;
+            };
+            let Some(dispute) = dispute(&child.object, &live, &manager) else {
+                continue;
+            };
+            debug!(plugin = %info.name, %parent, child = %target, field = %dispute.field,
+                   manager = %dispute.manager, "re-applying over another field manager");
+            if let Strike::Tripped(hold) =
+                self.fights.strike(parent, &target, dispute, Instant::now())
+            {
+                self.metrics.fight();
+                child.action = Action::Unchanged;
+                ruling.held.push(target.clone());
+                let standing = self.fights.standing(parent, Instant::now());
+                if let Some(contest) = standing.contest.filter(|c| c.child == target) {
+                    let message = contest.message();
+                    warn!(plugin = %info.name, %parent, child = %target, hold_secs = hold.as_secs(),
+                          "{message}");
+                    ruling.events.push(Event {
+                        type_: EventType::Warning,
+                        reason: "ControllerFight".into(),
+                        message,
+                    });
+                }
+            }
+        }
+        ruling.standing = self.fights.standing(parent, Instant::now());
+        self.metrics.contested(self.fights.contested());
+        ruling
+    }
+
+    /// The `Contested` condition to set on `parent`: True naming the contest while there is
+    /// one, False once there is none but the parent still shows True (left by an earlier fight,
+    /// or by a host that restarted), nothing otherwise.
+    pub fn condition(&self, ruling: &Ruling, parent: &Value) -> Option<Condition> {
+        if let Some(contest) = &ruling.standing.contest {
+            return Some(Condition {
+                type_: CONTESTED.to_owned(),
+                status: ConditionStatus::True,
+                reason: "FieldManagerConflict".to_owned(),
+                message: contest.message(),
+            });
+        }
+        let shown = parent["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == CONTESTED))
+            .is_some_and(|c| c["status"] == "True");
+        shown.then(|| Condition {
+            type_: CONTESTED.to_owned(),
+            status: ConditionStatus::False,
+            reason: "FightOver".to_owned(),
+            message: "no other field manager has changed what this plugin sets since the host last re-applied it".to_owned(),
+        })
+    }
+
+    /// Holds back, in a plan made again, the children an earlier ruling held.
+    pub fn hold(ruling: &Ruling, plan: &mut Plan) {
+        for child in plan
+            .children
+            .iter_mut()
+            .filter(|c| c.action == Action::Update && ruling.held.contains(&c.target()))
+        {
+            child.action = Action::Unchanged;
+        }
+    }
+
+    /// Forgets a parent the plugin no longer reconciles.
+    pub fn forget(&self, parent: &ObjectKey) {
+        self.fights.forget(parent);
+        self.metrics.contested(self.fights.contested());
+    }
+}
