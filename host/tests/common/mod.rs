@@ -4,6 +4,7 @@
 
 pub mod chart;
 pub mod image;
+pub mod load;
 pub mod plugins;
 
 use std::path::PathBuf;
