@@ -17,6 +17,7 @@
 //! # Layout
 //!
 //! - [`cli`]: the command line, parsed once in `main`.
+//! - [`client`]: the host's Kubernetes client (retries throttled requests, counts responses).
 //! - [`run`]: the long-running host process (`reconhost run`) and its shutdown flow.
 //! - [`supervisor`]: the running controllers, added, swapped and removed while the host runs.
 //! - [`lifecycle`]: the ReconcilePlugin controller (install, upgrade, suspend, uninstall).
@@ -40,6 +41,7 @@
 pub mod api;
 pub mod cache;
 pub mod cli;
+pub mod client;
 pub mod controller;
 pub mod identity;
 pub mod leader;

@@ -70,6 +70,7 @@ pub struct Metrics {
     api_errors: Family<Labels, Counter>,
     fights: Family<Labels, Counter>,
     contested: Family<Labels, Gauge>,
+    rest_requests: Family<Labels, Counter>,
     swaps: Family<Labels, Counter>,
     plugin_states: Family<Labels, Gauge>,
     fetch_seconds: Histograms,
@@ -119,6 +120,7 @@ impl Metrics {
             api_errors: Family::default(),
             fights: Family::default(),
             contested: Family::default(),
+            rest_requests: Family::default(),
             swaps: Family::default(),
             plugin_states: Family::default(),
             fetch_seconds: h(load_histogram),
@@ -229,6 +231,11 @@ impl Metrics {
             m.contested.clone(),
         );
         r.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host",
+            m.rest_requests.clone(),
+        );
+        r.register(
             "reconhost_plugin_swaps",
             "Plugin installs and upgrades, by result (installed, upgraded, failed)",
             m.swaps.clone(),
@@ -315,6 +322,18 @@ impl Metrics {
             fights: self.fights.get_or_create_owned(&p),
             contested: self.contested.get_or_create_owned(&p),
         }
+    }
+
+    /// Counts one response of the API server (each attempt, retries included) by status code,
+    /// method and host, as client-go's `rest_client_requests_total`.
+    pub fn rest_request(&self, code: &str, method: &str, host: &str) {
+        self.rest_requests
+            .get_or_create(&labels(&[
+                ("code", code),
+                ("method", method),
+                ("host", host),
+            ]))
+            .inc();
     }
 
     /// Handles for plugin installs and upgrades.

@@ -57,7 +57,7 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<String> {
         }
         PluginCommand::Install(args) => install(&args).await,
         PluginCommand::Rbac(args) => {
-            let client = crate::run::client(args.kubeconfig.as_deref()).await?;
+            let client = crate::client::client(args.kubeconfig.as_deref(), None).await?;
             let bytes = std::fs::read(&args.file)
                 .with_context(|| format!("reading plugin {}", args.file.display()))?;
             let plugin = load(&args.file, bytes).await?;
@@ -228,7 +228,7 @@ async fn install(args: &InstallArgs) -> anyhow::Result<String> {
             .await?;
         out.push_str(&format!("pushed {reference} ({digest})\n"));
     }
-    let client = crate::run::client(args.kubeconfig.as_deref()).await?;
+    let client = crate::client::client(args.kubeconfig.as_deref(), None).await?;
     let params = PatchParams::apply(CLI_FIELD_MANAGER).force();
     if args.rbac {
         let who = Identity::new(

@@ -24,7 +24,6 @@ use anyhow::Context as _;
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::routing::get;
-use kube::config::KubeConfigOptions;
 use tokio::sync::{Semaphore, watch};
 use tracing::{info, warn};
 
@@ -46,7 +45,8 @@ pub async fn run(
     args: RunArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_deref()).await?;
+    let metrics = Metrics::new();
+    let client = crate::client::client(args.kubeconfig.as_deref(), Some(&metrics)).await?;
     let version = client
         .apiserver_version()
         .await
@@ -54,7 +54,6 @@ pub async fn run(
     info!(server = %version.git_version, "connected to the API server");
 
     let runtime = Runtime::new(RuntimeConfig::default())?;
-    let metrics = Metrics::new();
     let informers = Informers::new(client.clone(), args.namespace.clone());
     let grace = Duration::from_secs(args.graceful_shutdown_seconds);
     let (stop_election, election_stop) = stop_signal();
@@ -324,41 +323,6 @@ async fn serve(
     {
         warn!(%error, "HTTP server failed");
     }
-}
-
-/// A client for the kubeconfig at `path`, or the usual resolution ($KUBECONFIG,
-/// ~/.kube/config, in-cluster), naming itself `reconhost/<version>`.
-pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
-    let mut config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("loading kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("finding a kubeconfig or in-cluster config")?,
-    };
-    // Named in the API server's audit log and request metrics, as kube-controller-manager and
-    // controller-runtime managers are, so an operator can tell the host's requests apart.
-    config
-        .headers
-        .push((http::header::USER_AGENT, user_agent()));
-    kube::Client::try_from(config).context("building the Kubernetes client")
-}
-
-/// The User-Agent of every request the host makes.
-const USER_AGENT: &str = concat!("reconhost/", env!("CARGO_PKG_VERSION"));
-
-/// `reconhost/<version> (<host name>)`: with several replicas, the audit log tells which one
-/// made a request (the host name is the pod's name in a cluster).
-fn user_agent() -> http::HeaderValue {
-    std::env::var("HOSTNAME")
-        .ok()
-        .and_then(|host| http::HeaderValue::from_str(&format!("{USER_AGENT} ({host})")).ok())
-        .unwrap_or_else(|| http::HeaderValue::from_static(USER_AGENT))
 }
 
 /// Completes on SIGTERM or SIGINT, whichever comes first.

@@ -51,6 +51,8 @@ pub struct Options {
     /// ReplicaSet controllers, kube-scheduler, and kwok with one fake node whose pods report
     /// Running and Ready.
     pub workloads: bool,
+    /// More kube-apiserver flags, after the harness's own (a repeated flag's last value wins).
+    pub api_server_args: Vec<String>,
 }
 
 /// A running control plane. Dropping it stops every component and removes its run directory.
@@ -173,6 +175,10 @@ impl ControlPlane {
             "--max-requests-inflight=1000".to_owned(),
             "--max-mutating-requests-inflight=500".to_owned(),
         ];
+        let api_args: Vec<String> = api_args
+            .into_iter()
+            .chain(options.api_server_args.iter().cloned())
+            .collect();
         plane.spawn("kube-apiserver", &binaries.kube_apiserver, &api_args, &logs)?;
         plane.api_server.1 = api_args;
         write(

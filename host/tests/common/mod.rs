@@ -86,6 +86,17 @@ impl World {
         self.host_in("", plugins, &[], args).await
     }
 
+    /// Like [`World::host_with`], connecting with another kubeconfig (another identity).
+    pub async fn host_as(
+        &self,
+        kubeconfig: &std::path::Path,
+        plugins: &[&str],
+        args: &[&str],
+    ) -> Host {
+        self.host_from(kubeconfig, &self.namespace, plugins, &[], args)
+            .await
+    }
+
     async fn host_in(
         &self,
         namespace: &str,
@@ -93,9 +104,21 @@ impl World {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Host {
+        self.host_from(self.cluster.kubeconfig(), namespace, plugins, env, args)
+            .await
+    }
+
+    async fn host_from(
+        &self,
+        kubeconfig: &std::path::Path,
+        namespace: &str,
+        plugins: &[&str],
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Host {
         let options = HostOptions {
             binary: PathBuf::from(env!("CARGO_BIN_EXE_reconhost")),
-            kubeconfig: self.cluster.kubeconfig().to_owned(),
+            kubeconfig: kubeconfig.to_owned(),
             namespace: namespace.to_owned(),
             plugins: plugins.iter().map(|p| plugin(p)).collect(),
             log_dir: std::env::temp_dir().join(format!("reconhost-test-{}", self.namespace)),
@@ -115,6 +138,19 @@ impl World {
         let resource =
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
         Api::namespaced_with(self.client.clone(), &self.namespace, &resource)
+    }
+
+    /// The API of a cluster-scoped kind.
+    pub fn cluster_api(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+        plural: &str,
+    ) -> Api<DynamicObject> {
+        let resource =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        Api::all_with(self.client.clone(), &resource)
     }
 
     pub fn webapps(&self) -> Api<DynamicObject> {

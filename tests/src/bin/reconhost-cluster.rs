@@ -219,6 +219,7 @@ async fn serve(name: &str) -> anyhow::Result<()> {
         crds: reconhost_tests::crds::bundled(),
         registry: true,
         workloads: true,
+        ..Options::default()
     })
     .await?;
     std::fs::write(plane.dir().join("ready"), b"")?;
@@ -235,7 +236,7 @@ async fn exec(name: &str, command: &[String]) -> anyhow::Result<ExitCode> {
         name: Some(name.to_owned()),
         crds: reconhost_tests::crds::bundled(),
         registry: true,
-        workloads: false,
+        ..Options::default()
     })
     .await?;
     eprintln!(

@@ -1,0 +1,91 @@
+//! The host's Kubernetes client: one for the whole process (plugins' impersonating clients are
+//! built on it), named in the API server's audit log, retrying throttled requests as the server
+//! asks, and counting every response the server gives.
+//!
+//! kube's default client already retries 429, 503 and 504 with backoff, honouring
+//! `Retry-After` ([`RetryPolicy::server_retry`]). Those retries happen inside the client, so the
+//! host would never see that the API server throttled it. The host therefore builds the client
+//! without kube's retry layer and puts the same policy back around a layer of its own that
+//! counts each attempt by method and status, as client-go's `rest_client_requests_total` does.
+//! A request throttled twice and then served shows as two 429s and one 200.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use http::Request;
+use kube::client::Body;
+use kube::client::retry::RetryPolicy;
+use kube::config::KubeConfigOptions;
+use tower::ServiceBuilder;
+use tower::retry::RetryLayer;
+
+use crate::metrics::Metrics;
+
+/// A client for the kubeconfig at `path`, or the usual resolution ($KUBECONFIG,
+/// ~/.kube/config, in-cluster), naming itself `reconhost/<version>`. With `metrics`, every
+/// response is counted in `rest_client_requests_total`.
+pub async fn client(
+    kubeconfig: Option<&Path>,
+    metrics: Option<&Arc<Metrics>>,
+) -> anyhow::Result<kube::Client> {
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("loading kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding a kubeconfig or in-cluster config")?,
+    };
+    // Named in the API server's audit log and request metrics, as kube-controller-manager and
+    // controller-runtime managers are, so an operator can tell the host's requests apart.
+    config
+        .headers
+        .push((http::header::USER_AGENT, user_agent()));
+    let Some(metrics) = metrics else {
+        return kube::Client::try_from(config).context("building the Kubernetes client");
+    };
+    let host = config
+        .cluster_url
+        .authority()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let namespace = config.default_namespace.clone();
+    config.default_retry = false;
+    let inner = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    let metrics = Arc::clone(metrics);
+    let counted = tower::service_fn(move |request: Request<Body>| {
+        let (inner, metrics, host) = (inner.clone(), metrics.clone(), host.clone());
+        async move {
+            let method = request.method().as_str().to_owned();
+            let response = inner.send(request).await;
+            let code = match &response {
+                Ok(r) => r.status().as_u16().to_string(),
+                // client-go's label for a request that got no answer.
+                Err(_) => "<error>".to_owned(),
+            };
+            metrics.rest_request(&code, &method, &host);
+            response.map_err(|e| -> tower::BoxError { Box::new(e) })
+        }
+    });
+    let service = ServiceBuilder::new()
+        .layer(RetryLayer::new(RetryPolicy::server_retry()))
+        .service(counted);
+    Ok(kube::Client::new(service, namespace))
+}
+
+/// The User-Agent of every request the host makes.
+const USER_AGENT: &str = concat!("reconhost/", env!("CARGO_PKG_VERSION"));
+
+/// `reconhost/<version> (<host name>)`: with several replicas, the audit log tells which one
+/// made a request (the host name is the pod's name in a cluster).
+fn user_agent() -> http::HeaderValue {
+    std::env::var("HOSTNAME")
+        .ok()
+        .and_then(|host| http::HeaderValue::from_str(&format!("{USER_AGENT} ({host})")).ok())
+        .unwrap_or_else(|| http::HeaderValue::from_static(USER_AGENT))
+}
