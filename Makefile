@@ -19,7 +19,7 @@ STATIC := $(TARGET_DIR)/$(STATIC_TARGET)/release/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
-.PHONY: run test build plugins bench bench-converge bench-fleet bench-scale bench-install image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test test-faults build plugins bench bench-converge bench-fleet bench-scale bench-install image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -52,6 +52,7 @@ bench-converge: tools plugins
 tools: k8s
 	@bash tools/oci/build.sh >/dev/null
 	@bash tools/helm/build.sh >/dev/null
+	@bash tools/toxiproxy/build.sh >/dev/null
 
 ## image: the container image as an OCI layout in target/image/oci (reconhost:<version>), and the Containerfile's build context
 image:
@@ -73,6 +74,10 @@ bench-scale: tools plugins
 bench-install: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench install
+
+## test-faults: the fault-injection suite alone (each scenario starts its own control plane); prints recovery times
+test-faults: tools plugins
+	$(CARGO) test -p reconhost --test faults -- --nocapture
 
 ## k8s: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok if missing
 k8s:

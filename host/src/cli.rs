@@ -244,6 +244,19 @@ pub struct RunArgs {
     /// to 10 %. Go duration syntax (`10h`, `90m`, `30s`); `0` turns it off.
     #[arg(long, default_value = "10h", value_parser = parse_period)]
     pub sync_period: Duration,
+    /// How long a request to the API server other than a watch may wait for its answer before
+    /// it fails (and is retried as any failed request is). The API server ends such requests
+    /// itself after 60 s; this bounds the wait when the answer is lost on the way, on a
+    /// connection that stalled without closing. Go duration syntax.
+    #[arg(long, default_value = "70s", value_parser = parse_period)]
+    pub request_timeout: Duration,
+    /// How long one watch request lasts before the API server ends it and the host resumes
+    /// the watch where it was (kube-runtime's default, 290 s). A watch from which nothing,
+    /// not even a bookmark, has arrived for 5 s longer is taken for dead (a connection that
+    /// stalled without closing) and started again: this bounds how long a stalled watch can
+    /// go unnoticed. Go duration syntax, at least 1 s.
+    #[arg(long, default_value = "290s", value_parser = parse_period)]
+    pub watch_timeout: Duration,
     /// Times another field manager must undo what a plugin applied to a child, over the same
     /// field, within `--fight-window`, before the host stops re-applying that child (the fight
     /// breaker). The parent then shows `Contested=True` naming the field and the manager.

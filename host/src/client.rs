@@ -8,9 +8,15 @@
 //! without kube's retry layer and puts the same policy back around a layer of its own that
 //! counts each attempt by method and status, as client-go's `rest_client_requests_total` does.
 //! A request throttled twice and then served shows as two 429s and one 200.
+//!
+//! The same layer bounds how long a request other than a watch may wait for its answer
+//! (`--request-timeout`). kube-rs speaks HTTP/1.1 without keep-alive probes, so a response lost
+//! on a connection that stalled without closing would otherwise keep a worker waiting for ever;
+//! watches have their own bound (`--watch-timeout`).
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use http::Request;
@@ -22,12 +28,21 @@ use tower::retry::RetryLayer;
 
 use crate::metrics::Metrics;
 
+/// How the long-running host's client counts and bounds its requests.
+#[derive(Clone)]
+pub struct Instrumented {
+    /// Where responses are counted.
+    pub metrics: Arc<Metrics>,
+    /// How long a request other than a watch may wait for its answer.
+    pub request_timeout: Duration,
+}
+
 /// A client for the kubeconfig at `path`, or the usual resolution ($KUBECONFIG,
-/// ~/.kube/config, in-cluster), naming itself `reconhost/<version>`. With `metrics`, every
-/// response is counted in `rest_client_requests_total`.
+/// ~/.kube/config, in-cluster), naming itself `reconhost/<version>`. With `instrumented`, every
+/// response is counted in `rest_client_requests_total` and requests are bounded in time.
 pub async fn client(
     kubeconfig: Option<&Path>,
-    metrics: Option<&Arc<Metrics>>,
+    instrumented: Option<Instrumented>,
 ) -> anyhow::Result<kube::Client> {
     let mut config = match kubeconfig {
         Some(path) => {
@@ -46,7 +61,11 @@ pub async fn client(
     config
         .headers
         .push((http::header::USER_AGENT, user_agent()));
-    let Some(metrics) = metrics else {
+    let Some(Instrumented {
+        metrics,
+        request_timeout,
+    }) = instrumented
+    else {
         return kube::Client::try_from(config).context("building the Kubernetes client");
     };
     let host = config
@@ -57,12 +76,22 @@ pub async fn client(
     let namespace = config.default_namespace.clone();
     config.default_retry = false;
     let inner = kube::Client::try_from(config).context("building the Kubernetes client")?;
-    let metrics = Arc::clone(metrics);
     let counted = tower::service_fn(move |request: Request<Body>| {
         let (inner, metrics, host) = (inner.clone(), metrics.clone(), host.clone());
         async move {
             let method = request.method().as_str().to_owned();
-            let response = inner.send(request).await;
+            let response = if is_watch(&request) {
+                inner.send(request).await
+            } else {
+                tokio::time::timeout(request_timeout, inner.send(request))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(kube::Error::Service(Box::new(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!("no answer within {} s", request_timeout.as_secs()),
+                        ))))
+                    })
+            };
             let code = match &response {
                 Ok(r) => r.status().as_u16().to_string(),
                 // client-go's label for a request that got no answer.
@@ -76,6 +105,14 @@ pub async fn client(
         .layer(RetryLayer::new(RetryPolicy::server_retry()))
         .service(counted);
     Ok(kube::Client::new(service, namespace))
+}
+
+/// Whether a request is a watch (`?watch=true`), which streams for as long as it lasts.
+fn is_watch(request: &Request<Body>) -> bool {
+    request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
 }
 
 /// The User-Agent of every request the host makes.

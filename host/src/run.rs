@@ -46,7 +46,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let metrics = Metrics::new();
-    let client = crate::client::client(args.kubeconfig.as_deref(), Some(&metrics)).await?;
+    let instrumented = crate::client::Instrumented {
+        metrics: metrics.clone(),
+        request_timeout: args.request_timeout,
+    };
+    let client = crate::client::client(args.kubeconfig.as_deref(), Some(instrumented)).await?;
     let version = client
         .apiserver_version()
         .await
@@ -54,7 +58,7 @@ pub async fn run(
     info!(server = %version.git_version, "connected to the API server");
 
     let runtime = Runtime::new(RuntimeConfig::default())?;
-    let informers = Informers::new(client.clone(), args.namespace.clone());
+    let informers = Informers::new(client.clone(), args.namespace.clone(), args.watch_timeout);
     let grace = Duration::from_secs(args.graceful_shutdown_seconds);
     let (stop_election, election_stop) = stop_signal();
     let (leading_tx, leading) = watch::channel(!args.leader_elect);

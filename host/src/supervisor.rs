@@ -397,7 +397,7 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
         let client = kube::Client::try_from(config).expect("a client");
         let ctx = Context {
-            informers: Informers::new(client.clone(), None),
+            informers: Informers::new(client.clone(), None, Duration::from_secs(290)),
             client: client.clone(),
             metrics: Metrics::new(),
             global: Arc::new(tokio::sync::Semaphore::new(1)),

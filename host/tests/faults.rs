@@ -14,6 +14,7 @@ use common::{World, condition, get};
 use kube::api::{Patch, PatchParams};
 use reconhost_tests::host::{Host, sample};
 use reconhost_tests::support::{eventually, unique_suffix};
+use reconhost_tests::toxiproxy::Toxiproxy;
 use reconhost_tests::{ControlPlane, Options, Stop, TestCluster};
 use serde_json::json;
 
@@ -450,7 +451,9 @@ async fn throttled_by_priority_and_fairness() {
         "the API server throttled the host, and its metrics show it"
     );
 
-    // Each throttled write was tried again no sooner than the server's Retry-After asked.
+    // Each throttled apply was tried again no sooner than the server's Retry-After asked. A
+    // patch names its object, which one worker at a time writes, so the next patch of the same
+    // URI is the retry (an event's create would not be: every parent posts to one URI).
     let events = world
         .cluster
         .audit_log()
@@ -459,11 +462,12 @@ async fn throttled_by_priority_and_fairness() {
     let host_events: Vec<_> = events.iter().filter(|e| e.by_reconhost()).collect();
     let rejected: Vec<_> = host_events
         .iter()
+        .filter(|e| e.verb == "patch")
         .filter(|e| e.response_status.as_ref().is_some_and(|s| s.code == 429))
         .collect();
     assert!(
         !rejected.is_empty(),
-        "the audit log shows writes the host was refused with 429"
+        "the audit log shows applies the host was refused with 429"
     );
     for refused in &rejected {
         let at = timestamp(&refused.stage_timestamp);
@@ -487,4 +491,208 @@ async fn throttled_by_priority_and_fairness() {
 fn timestamp(text: &str) -> jiff::Timestamp {
     text.parse()
         .unwrap_or_else(|e| panic!("audit timestamp {text:?}: {e}"))
+}
+
+/// A control plane with a toxiproxy in front of its API server, and a kubeconfig through it.
+async fn behind_a_proxy(name: &str) -> (ControlPlane, World, Toxiproxy, std::path::PathBuf) {
+    let plane = ControlPlane::start(Options {
+        name: Some(format!("fault-{name}-{}", unique_suffix())),
+        crds: reconhost_tests::crds::bundled(),
+        ..Options::default()
+    })
+    .await
+    .expect("starting a private control plane");
+    let world = World::on(TestCluster::at(plane.kubeconfig()), name).await;
+    let proxy = Toxiproxy::start(&plane.dir().join("logs")).expect("starting toxiproxy");
+    let upstream = plane.server().trim_start_matches("https://");
+    let port = proxy
+        .proxy(PROXY, upstream)
+        .expect("a proxy to the API server");
+    let text = std::fs::read_to_string(plane.kubeconfig()).expect("the kubeconfig");
+    let mut config: serde_json::Value = serde_json::from_str(&text).expect("a JSON kubeconfig");
+    config["clusters"][0]["cluster"]["server"] = json!(format!("https://127.0.0.1:{port}"));
+    let path = plane.dir().join("kubeconfig-proxied");
+    std::fs::write(&path, config.to_string()).expect("writing the kubeconfig");
+    (plane, world, proxy, path)
+}
+
+/// The proxy between the host and the API server.
+const PROXY: &str = "apiserver";
+
+#[tokio::test]
+async fn latency_and_connection_resets_between_host_and_api_server() {
+    let (_plane, world, proxy, kubeconfig) = behind_a_proxy("network").await;
+    let mut host = world.host_as(&kubeconfig, &load::PLUGINS, &[]).await;
+    load::create(&world, PARENTS).await;
+    load::wait_converged(&world, RECOVER, host.log_file()).await;
+
+    let churn = Churn::start(&world, PARENTS);
+    // 300 ms (± 100) on everything the API server sends the host, then every connection reset
+    // as soon as it carries data, for 3 s, with the latency still on.
+    proxy
+        .add_toxic(
+            PROXY,
+            "slow",
+            "latency",
+            "downstream",
+            json!({"latency": 300, "jitter": 100}),
+        )
+        .expect("adding latency");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    proxy
+        .add_toxic(
+            PROXY,
+            "cut",
+            "reset_peer",
+            "downstream",
+            json!({"timeout": 0}),
+        )
+        .expect("adding resets");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    proxy.remove_toxic(PROXY, "cut").expect("removing resets");
+    proxy.remove_toxic(PROXY, "slow").expect("removing latency");
+    let back = Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    churn.stop().await;
+    recovered("network-latency-resets", &world, &mut host, back).await;
+    assert!(
+        logged(&host, "watch failed; retrying with backoff"),
+        "the resets cut the host's watches (see {})",
+        host.log_file().display()
+    );
+    let metrics = host.metrics().await.expect("metrics");
+    let lost = sample(
+        &metrics,
+        "rest_client_requests_total",
+        &[("code", "<error>")],
+    );
+    eprintln!("requests without an answer: {lost:?}");
+}
+
+#[tokio::test]
+async fn a_watch_that_stalls_without_closing_is_noticed_and_started_again() {
+    let (_plane, world, proxy, kubeconfig) = behind_a_proxy("stall").await;
+    // A short watch timeout bounds how long a silent watch goes unnoticed (10 s + 5 s), and a
+    // short request timeout how long a lost answer is waited for.
+    let mut host = world
+        .host_from(
+            &kubeconfig,
+            &world.namespace,
+            &load::PLUGINS,
+            &[(
+                "RUST_LOG",
+                "info,reconhost=debug,kube_runtime::watcher=debug",
+            )],
+            &["--watch-timeout=10s", "--request-timeout=10s"],
+        )
+        .await;
+    load::create(&world, PARENTS).await;
+    load::wait_converged(&world, RECOVER, host.log_file()).await;
+
+    // Nothing the API server sends reaches the host, and no connection closes.
+    proxy
+        .add_toxic(
+            PROXY,
+            "stall",
+            "timeout",
+            "downstream",
+            json!({"timeout": 0}),
+        )
+        .expect("stalling the proxy");
+    let stalled = Instant::now();
+    let churn = Churn::start(&world, PARENTS);
+    eventually(
+        Duration::from_secs(60),
+        "the host to give up on a silent watch",
+        || async {
+            host.logs()
+                .iter()
+                .any(|l| l["message"] == "watch stream idle timeout, reconnecting")
+                .then_some(())
+        },
+    )
+    .await;
+    let noticed = stalled.elapsed();
+    churn.stop().await;
+    proxy
+        .remove_toxic(PROXY, "stall")
+        .expect("ending the stall");
+    let back = Instant::now();
+    recovered("watch-stall", &world, &mut host, back).await;
+    eprintln!("stall noticed after {:.1} s", noticed.as_secs_f64());
+}
+
+#[tokio::test]
+async fn leader_killed_under_load_and_the_follower_takes_over() {
+    const LEASE: &str = "reconhost-faults";
+    let plane = ControlPlane::start(Options {
+        name: Some(format!("fault-leader-{}", unique_suffix())),
+        crds: reconhost_tests::crds::bundled(),
+        ..Options::default()
+    })
+    .await
+    .expect("starting a private control plane");
+    let world = World::on(TestCluster::at(plane.kubeconfig()), "leader").await;
+    let lease_ns = format!("--leader-election-namespace={}", world.namespace);
+    let lease_id = format!("--leader-election-id={LEASE}");
+    let replica = |name: &'static str| {
+        let (world, lease_ns, lease_id) = (&world, lease_ns.clone(), lease_id.clone());
+        async move {
+            world
+                .host_with(
+                    &load::PLUGINS,
+                    &[("HOSTNAME", name)],
+                    &["--leader-elect", &lease_ns, &lease_id],
+                )
+                .await
+        }
+    };
+    let a = replica("replica-a").await;
+    let b = replica("replica-b").await;
+    let leases = world.api("coordination.k8s.io", "v1", "Lease", "leases");
+    let holder = || async {
+        let lease = get(&leases, LEASE).await?;
+        let holder = lease["spec"]["holderIdentity"].as_str()?;
+        Some(holder.split('_').next()?.to_owned())
+    };
+    let first = eventually(common::CONVERGE, "a leader", holder).await;
+    load::create(&world, PARENTS).await;
+    load::wait_converged(&world, RECOVER, a.log_file()).await;
+    let (leader, mut follower, next) = if first == "replica-a" {
+        (a, b, "replica-b")
+    } else {
+        (b, a, "replica-a")
+    };
+
+    let churn = Churn::start(&world, PARENTS);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    leader.kill();
+    let killed = Instant::now();
+    // The lease (15 s) runs out with specs still changing.
+    eventually(RECOVER, "the follower to lead", || async {
+        (holder().await.as_deref() == Some(next)).then_some(())
+    })
+    .await;
+    churn.stop().await;
+    recovered("leader-failover", &world, &mut follower, killed).await;
+
+    // Never two writers at once: the old leader's last write comes before the new one's first.
+    let writes_by = |replica: &str| -> Vec<String> {
+        let marker = format!("({replica})");
+        world
+            .cluster
+            .audit_log()
+            .events_in(&world.namespace)
+            .expect("the audit log")
+            .into_iter()
+            .filter(|e| e.by_reconhost() && e.user_agent.ends_with(&marker))
+            .map(|e| e.stage_timestamp)
+            .collect()
+    };
+    let (old, new) = (writes_by(&first), writes_by(next));
+    let (last_old, first_new) = (old.iter().max(), new.iter().min());
+    assert!(
+        last_old.is_some() && first_new.is_some() && last_old < first_new,
+        "the replicas' writes overlap: the old leader's last at {last_old:?}, the new one's first at {first_new:?}"
+    );
 }

@@ -16,6 +16,9 @@ pub const OCI_TOOLS: &str = "registry-v3.1.2-oras-v1.3.6";
 /// The helm release tools/helm/build.sh builds (must match `HELM_VERSION` there).
 pub const HELM_VERSION: &str = "v4.3.2";
 
+/// The toxiproxy release tools/toxiproxy/build.sh builds (must match `TOXIPROXY_VERSION` there).
+pub const TOXIPROXY_VERSION: &str = "v2.5.0";
+
 /// Paths of the built control-plane binaries.
 #[derive(Debug, Clone)]
 pub struct Binaries {
@@ -74,6 +77,18 @@ impl Binaries {
             .map(Path::to_path_buf)
             .unwrap_or_default();
         found(cache.join("helm").join(HELM_VERSION).join("helm"), "helm")
+    }
+
+    /// toxiproxy's server, built by tools/toxiproxy/build.sh (`make tools`) into
+    /// `$RECONHOST_CACHE/toxiproxy/<version>`.
+    pub fn toxiproxy() -> Result<PathBuf, Error> {
+        let cache = Self::dir()
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let path = cache.join("toxiproxy").join(TOXIPROXY_VERSION);
+        found(path.join("toxiproxy-server"), "toxiproxy-server")
     }
 
     /// Finds every binary, or names the first one missing.

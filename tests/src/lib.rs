@@ -30,6 +30,7 @@ pub mod pki;
 pub mod process;
 pub mod registry;
 pub mod support;
+pub mod toxiproxy;
 pub mod workloads;
 
 pub use audit::{AuditEvent, AuditLog};

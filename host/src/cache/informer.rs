@@ -266,9 +266,9 @@ impl Informer {
     }
 
     /// Watches until the task is aborted (the last user of the informer is gone).
-    pub(super) async fn run(self: Arc<Self>, api: Api<DynamicObject>) {
+    pub(super) async fn run(self: Arc<Self>, api: Api<DynamicObject>, config: watcher::Config) {
         let kind = self.kind.resource.kind.clone();
-        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+        let stream = watcher::watcher(api, config).default_backoff();
         futures::pin_mut!(stream);
         // Keys seen during a (re)list; whatever the cache holds beyond them was deleted while
         // the watch was down.

@@ -5,10 +5,12 @@
 use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use kube::api::Api;
 use kube::core::GroupVersionKind;
 use kube::core::discovery::Scope;
+use kube::runtime::watcher;
 use tokio::task::JoinHandle;
 
 use super::informer::{Informer, ResolvedKind};
@@ -48,6 +50,9 @@ struct Inner {
     client: kube::Client,
     /// Namespaced kinds are watched only here when set.
     namespace: Option<String>,
+    /// How long one watch request lasts before the server ends it (and the watch resumes);
+    /// a watch silent for 5 s longer is taken for dead and started again.
+    watch_timeout: u32,
     /// The live informers. An entry whose slot has been dropped is stale until the next
     /// acquire of that kind replaces it (or the slot's drop removes it).
     slots: Mutex<HashMap<GroupKind, Weak<Slot>>>,
@@ -91,12 +96,16 @@ impl Deref for InformerRef {
 }
 
 impl Informers {
-    /// Informers on `client`, watching namespaced kinds only in `namespace` when given.
-    pub fn new(client: kube::Client, namespace: Option<String>) -> Self {
+    /// Informers on `client`, watching namespaced kinds only in `namespace` when given, each
+    /// watch request lasting `watch_timeout` (see `--watch-timeout`).
+    pub fn new(client: kube::Client, namespace: Option<String>, watch_timeout: Duration) -> Self {
         Self {
             inner: Arc::new(Inner {
                 client,
                 namespace,
+                watch_timeout: u32::try_from(watch_timeout.as_secs())
+                    .unwrap_or(u32::MAX)
+                    .max(1),
                 slots: Mutex::new(HashMap::new()),
             }),
         }
@@ -121,7 +130,8 @@ impl Informers {
             (Some(ns), true) => Api::namespaced_with(self.inner.client.clone(), ns, resource),
             _ => Api::all_with(self.inner.client.clone(), resource),
         };
-        let watch = tokio::spawn(informer.clone().run(api));
+        let config = watcher::Config::default().timeout(self.inner.watch_timeout);
+        let watch = tokio::spawn(informer.clone().run(api, config));
         let slot = Arc::new(Slot {
             informer,
             watch,

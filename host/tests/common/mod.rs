@@ -108,7 +108,9 @@ impl World {
             .await
     }
 
-    async fn host_from(
+    /// A host with every setting given: kubeconfig, namespace (empty: all), plugins,
+    /// environment and arguments.
+    pub async fn host_from(
         &self,
         kubeconfig: &std::path::Path,
         namespace: &str,
