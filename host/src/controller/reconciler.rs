@@ -261,6 +261,8 @@ impl Reconciler {
             plan = plan_for(&outcome.desired);
             Referee::hold(&ruling, &mut plan);
         }
+        // A trip is said whatever the writes below come to.
+        self.applier.events(&request.parent, &ruling.events).await;
         if let Err(message) = self.scopes(&plan) {
             warn!(plugin = %name, parent = %key, error = %message, "a desired child is in the wrong place");
             self.report(&request.parent, "ReconcileError", &message)
@@ -310,7 +312,6 @@ impl Reconciler {
         self.applier
             .events(&request.parent, &outcome.desired.events)
             .await;
-        self.applier.events(&request.parent, &ruling.events).await;
         if !failed.is_empty() {
             let message = failures_message(&failed);
             warn!(plugin = %name, parent = %key, error = %message, "children could not be written");
