@@ -204,6 +204,8 @@ struct Breaker {
     probed: bool,
     /// The last strike.
     last_strike: Instant,
+    /// The parent's generation at the last strike: a spec change lifts the breaker.
+    generation: i64,
 }
 
 impl Breaker {
@@ -292,6 +294,7 @@ impl Fights {
     pub fn strike(
         &self,
         parent: &ObjectKey,
+        generation: i64,
         child: &str,
         dispute: Dispute,
         now: Instant,
@@ -310,7 +313,9 @@ impl Fights {
                 held_for: Duration::ZERO,
                 probed: false,
                 last_strike: now,
+                generation,
             });
+        breaker.generation = generation;
         // The first re-apply after a hold is the host's one try: the other writer's value is
         // still there from the hold, and only what happens after the re-apply tells whether
         // the fight goes on.
@@ -392,6 +397,23 @@ impl Fights {
             .flat_map(HashMap::values)
             .filter(|b| b.trips > 0)
             .count()
+    }
+
+    /// Lifts every breaker of `parent` if its spec changed (its generation moved) since they
+    /// counted: editing the parent is how a person says "try again now", after removing the
+    /// other writer, say. Returns whether any was lifted.
+    pub fn lift_if_edited(&self, parent: &ObjectKey, generation: i64) -> bool {
+        let mut by_parent = self.lock();
+        let Some(children) = by_parent.get_mut(parent) else {
+            return false;
+        };
+        let before = children.len();
+        children.retain(|_, b| b.generation == generation);
+        let lifted = children.len() < before;
+        if children.is_empty() {
+            by_parent.remove(parent);
+        }
+        lifted
     }
 
     /// Forgets a parent the plugin no longer reconciles.
@@ -538,21 +560,39 @@ mod tests {
         let parent = ObjectKey::new("ns", "web");
         let t0 = Instant::now();
         let s = |secs| t0 + Duration::from_secs(secs);
-        assert_eq!(fights.strike(&parent, CHILD, hpa(), s(0)), Strike::Counted);
-        assert_eq!(fights.strike(&parent, CHILD, hpa(), s(30)), Strike::Counted);
+        assert_eq!(
+            fights.strike(&parent, 1, CHILD, hpa(), s(0)),
+            Strike::Counted
+        );
+        assert_eq!(
+            fights.strike(&parent, 1, CHILD, hpa(), s(30)),
+            Strike::Counted
+        );
         // The first strike has left the window.
-        assert_eq!(fights.strike(&parent, CHILD, hpa(), s(61)), Strike::Counted);
+        assert_eq!(
+            fights.strike(&parent, 1, CHILD, hpa(), s(61)),
+            Strike::Counted
+        );
         // Another field starts the count again.
         let other = Dispute {
             field: ".spec.paused".into(),
             ..hpa()
         };
-        assert_eq!(fights.strike(&parent, CHILD, other, s(62)), Strike::Counted);
-        assert_eq!(fights.strike(&parent, CHILD, hpa(), s(63)), Strike::Counted);
-        assert_eq!(fights.strike(&parent, CHILD, hpa(), s(64)), Strike::Counted);
+        assert_eq!(
+            fights.strike(&parent, 1, CHILD, other, s(62)),
+            Strike::Counted
+        );
+        assert_eq!(
+            fights.strike(&parent, 1, CHILD, hpa(), s(63)),
+            Strike::Counted
+        );
+        assert_eq!(
+            fights.strike(&parent, 1, CHILD, hpa(), s(64)),
+            Strike::Counted
+        );
         assert!(!fights.is_held(&parent, CHILD, s(64)));
         assert_eq!(
-            fights.strike(&parent, CHILD, hpa(), s(65)),
+            fights.strike(&parent, 1, CHILD, hpa(), s(65)),
             Strike::Tripped(Duration::from_secs(10))
         );
         assert!(fights.is_held(&parent, CHILD, s(70)));
@@ -567,26 +607,57 @@ mod tests {
         let t0 = Instant::now();
         let s = |secs| t0 + Duration::from_secs(secs);
         for t in 0..2 {
-            fights.strike(&parent, CHILD, hpa(), s(t));
+            fights.strike(&parent, 1, CHILD, hpa(), s(t));
         }
         assert_eq!(
-            fights.strike(&parent, CHILD, hpa(), s(2)),
+            fights.strike(&parent, 1, CHILD, hpa(), s(2)),
             Strike::Tripped(Duration::from_secs(10))
         );
         // After the hold the host re-applies once; that one is undone again, and one strike
         // is enough now.
-        assert_eq!(fights.strike(&parent, CHILD, hpa(), s(13)), Strike::Probe);
         assert_eq!(
-            fights.strike(&parent, CHILD, hpa(), s(14)),
+            fights.strike(&parent, 1, CHILD, hpa(), s(13)),
+            Strike::Probe
+        );
+        assert_eq!(
+            fights.strike(&parent, 1, CHILD, hpa(), s(14)),
             Strike::Tripped(Duration::from_secs(20))
         );
-        assert_eq!(fights.strike(&parent, CHILD, hpa(), s(35)), Strike::Probe);
         assert_eq!(
-            fights.strike(&parent, CHILD, hpa(), s(36)),
+            fights.strike(&parent, 1, CHILD, hpa(), s(35)),
+            Strike::Probe
+        );
+        assert_eq!(
+            fights.strike(&parent, 1, CHILD, hpa(), s(36)),
             Strike::Tripped(Duration::from_secs(25)),
             "capped at max_backoff"
         );
         assert_eq!(fights.contested(), 1);
+    }
+
+    #[test]
+    fn editing_the_parent_should_lift_its_breakers() {
+        let fights = Fights::new(policy());
+        let parent = ObjectKey::new("ns", "web");
+        let t0 = Instant::now();
+        let s = |secs| t0 + Duration::from_secs(secs);
+        for t in 0..3 {
+            fights.strike(&parent, 1, CHILD, hpa(), s(t));
+        }
+        assert!(fights.is_held(&parent, CHILD, s(3)));
+        assert!(
+            !fights.lift_if_edited(&parent, 1),
+            "the same spec lifts nothing"
+        );
+        assert!(fights.is_held(&parent, CHILD, s(3)));
+        assert!(fights.lift_if_edited(&parent, 2));
+        assert!(!fights.is_held(&parent, CHILD, s(3)));
+        assert_eq!(fights.standing(&parent, s(3)), Standing::default());
+        // Counting starts afresh: three strikes again before the next hold.
+        assert_eq!(
+            fights.strike(&parent, 2, CHILD, hpa(), s(4)),
+            Strike::Counted
+        );
     }
 
     #[test]
@@ -595,14 +666,14 @@ mod tests {
         let parent = ObjectKey::new("ns", "web");
         let t0 = Instant::now();
         let s = |secs| t0 + Duration::from_secs(secs);
-        fights.strike(&parent, CHILD, hpa(), s(0));
+        fights.strike(&parent, 1, CHILD, hpa(), s(0));
         assert_eq!(
             fights.standing(&parent, s(1)),
             Standing::default(),
             "a strike alone shows nothing"
         );
-        fights.strike(&parent, CHILD, hpa(), s(1));
-        fights.strike(&parent, CHILD, hpa(), s(2));
+        fights.strike(&parent, 1, CHILD, hpa(), s(1));
+        fights.strike(&parent, 1, CHILD, hpa(), s(2));
         let held = fights.standing(&parent, s(4));
         let contest = held.contest.expect("contested");
         assert_eq!(contest.child, CHILD);

@@ -100,6 +100,11 @@ pub struct Parts {
 impl Reconciler {
     /// A reconciler from its parts.
     pub fn new(parts: Parts) -> Self {
+        let referee = Referee::new(
+            Fights::new(parts.fights),
+            parts.metrics.clone(),
+            parts.plugin.info(),
+        );
         Self {
             plugin: parts.plugin,
             config: parts.config,
@@ -112,7 +117,7 @@ impl Reconciler {
             permanent: parts.permanent,
             conflicts: Mutex::new(HashMap::new()),
             applied: Applied::default(),
-            referee: Referee::new(Fights::new(parts.fights), parts.metrics.clone()),
+            referee,
             selector: parts.selector,
             schema: parts.schema,
         }
@@ -245,8 +250,10 @@ impl Reconciler {
         let ruling = self
             .referee
             .rule(
-                info,
                 key,
+                request.parent["metadata"]["generation"]
+                    .as_i64()
+                    .unwrap_or(0),
                 &mut plan,
                 &observed,
                 &self.applied,

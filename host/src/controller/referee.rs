@@ -34,27 +34,40 @@ pub struct Ruling {
 pub struct Referee {
     fights: Fights,
     metrics: PluginMetrics,
+    /// The plugin's name, for logs.
+    plugin: String,
+    /// The plugin's field manager: the one whose fields are the plugin's.
+    manager: String,
 }
 
 impl Referee {
-    /// A referee over `fights`, counting trips in `metrics`.
-    pub fn new(fights: Fights, metrics: PluginMetrics) -> Self {
-        Self { fights, metrics }
+    /// A referee over `fights` for the plugin `info`, counting trips in `metrics`.
+    pub fn new(fights: Fights, metrics: PluginMetrics, info: &PluginInfo) -> Self {
+        Self {
+            fights,
+            metrics,
+            plugin: info.name.clone(),
+            manager: info.field_manager(),
+        }
     }
 
-    /// Rules on `plan` for `parent`: updates of held children become no-ops, and so does one
-    /// whose strike trips its breaker now.
+    /// Rules on `plan` for `parent` (at `generation`): updates of held children become
+    /// no-ops, and so does one whose strike trips its breaker now. A parent whose spec changed
+    /// since its strikes starts afresh.
     pub async fn rule(
         &self,
-        info: &PluginInfo,
         parent: &ObjectKey,
+        generation: i64,
         plan: &mut Plan,
         observed: &[Value],
         applied: &Applied,
         applier: &Applier,
     ) -> Ruling {
         let mut ruling = Ruling::default();
-        let manager = info.field_manager();
+        let (plugin, manager) = (&self.plugin, &self.manager);
+        if self.fights.lift_if_edited(parent, generation) {
+            debug!(%plugin, %parent, "the parent's spec changed; its fights start afresh");
+        }
         for child in plan
             .children
             .iter_mut()
@@ -63,7 +76,7 @@ impl Referee {
             let target = child.target();
             let now = Instant::now();
             if self.fights.is_held(parent, &target, now) {
-                debug!(plugin = %info.name, %parent, child = %target, "contested; not re-applied");
+                debug!(%plugin, %parent, child = %target, "contested; not re-applied");
                 child.action = Action::Unchanged;
                 ruling.held.push(target);
                 continue;
@@ -77,13 +90,14 @@ impl Referee {
             let Some(live) = applier.live(child).await else {
                 continue;
             };
-            let Some(dispute) = dispute(&child.object, &live, &manager) else {
+            let Some(dispute) = dispute(&child.object, &live, manager) else {
                 continue;
             };
-            debug!(plugin = %info.name, %parent, child = %target, field = %dispute.field,
+            debug!(%plugin, %parent, child = %target, field = %dispute.field,
                    manager = %dispute.manager, "re-applying over another field manager");
             if let Strike::Tripped(hold) =
-                self.fights.strike(parent, &target, dispute, Instant::now())
+                self.fights
+                    .strike(parent, generation, &target, dispute, Instant::now())
             {
                 self.metrics.fight();
                 child.action = Action::Unchanged;
@@ -91,7 +105,7 @@ impl Referee {
                 let standing = self.fights.standing(parent, Instant::now());
                 if let Some(contest) = standing.contest.filter(|c| c.child == target) {
                     let message = contest.message();
-                    warn!(plugin = %info.name, %parent, child = %target, hold_secs = hold.as_secs(),
+                    warn!(%plugin, %parent, child = %target, hold_secs = hold.as_secs(),
                           "{message}");
                     ruling.events.push(Event {
                         type_: EventType::Warning,

@@ -86,6 +86,19 @@ async fn fight(world: &World, name: &str, period: Duration) -> usize {
     writes
 }
 
+/// Fights over web-7's replicas until its parent shows `Contested=True`, then stops.
+async fn fight_until_contested(world: &World, name: &str) {
+    let fighting = fight(world, name, Duration::from_secs(60));
+    let contested = eventually(RECOVER, "Contested=True again", || async {
+        let app = get(&world.webapps(), name).await?;
+        (condition(&app, "Contested")?["status"] == "True").then_some(())
+    });
+    tokio::select! {
+        _ = fighting => panic!("the breaker did not trip within a minute of fighting"),
+        () = contested => {}
+    }
+}
+
 #[tokio::test]
 async fn a_controller_fight_trips_the_breaker_and_it_closes_when_the_fight_stops() {
     let args = [
@@ -152,6 +165,33 @@ async fn a_controller_fight_trips_the_breaker_and_it_closes_when_the_fight_stops
         (condition(&app, "Contested")?["status"] == "False").then_some(())
     })
     .await;
+
+    // A second fight, then a person edits the parent: that lifts the hold at once. The new
+    // replicas go out and the child is no longer contested; without the lift the host would
+    // wait out the hold and keep the child on probation for a window after it.
+    fight_until_contested(&world, "web-7").await;
+    world
+        .webapps()
+        .patch(
+            "web-7",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("editing the WebApp");
+    eventually(RECOVER, "the edited replicas on web-7", || async {
+        let d = get(&world.deployments(), "web-7").await?;
+        (d["spec"]["replicas"] == 3).then_some(())
+    })
+    .await;
+    let metrics = host.metrics().await.expect("metrics");
+    let contested = sample(
+        &metrics,
+        "reconhost_contested_children",
+        &[("plugin", "webapp")],
+    );
+    assert_eq!(contested, Some(0.0), "the edit lifted the breaker");
+
     load::wait_converged(&world, RECOVER, host.log_file()).await;
     let others = world.webapps().list(&Default::default()).await.unwrap();
     let uninvolved = others
