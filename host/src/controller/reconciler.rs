@@ -24,6 +24,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
+mod failures;
+
+use self::failures::failures_message;
 use super::applied::Applied;
 use super::applier::{Applier, ApplyError, Written};
 use super::deps::Dependencies;
@@ -35,9 +38,9 @@ use super::workers::Next;
 use crate::cache::{CacheReader, Cached, GroupKind, Informer, ObjectKey};
 use crate::identity::access::Question;
 use crate::metrics::PluginMetrics;
-use crate::model::{self, Event, EventType, Parent, ReconcileRequest, object_ref};
+use crate::model::{self, Event, EventType, Parent, ReconcileRequest};
 use crate::planner::{self, Action, Plan};
-use crate::runtime::{CallError, CallErrorKind, ObjectReader, Plugin};
+use crate::runtime::{ObjectReader, Plugin};
 use crate::selector::Selector;
 
 /// Reconciles the parents of one plugin.
@@ -64,10 +67,6 @@ pub struct Reconciler {
     /// Which of the host's status fields the parent kind admits.
     schema: Arc<ParentSchema>,
 }
-
-/// Conflicts in a row after which a parent shows them: one is the normal outcome of racing
-/// another writer, five in a row is something that does not go away by itself.
-const CONFLICTS_SHOWN_AFTER: u32 = 5;
 
 /// What the reconciler is built from.
 pub struct Parts {
@@ -488,56 +487,6 @@ impl Reconciler {
         Ok(())
     }
 
-    async fn call_failed(&self, key: &ObjectKey, parent: &Value, error: CallError) -> Next {
-        let label = error.kind.label();
-        self.metrics.error(label);
-        if matches!(error.kind, CallErrorKind::Plugin(_)) {
-            // The plugin's own error often names a missing or wrong input; what it read wakes
-            // the parent when that input changes. Other failures say nothing about what was
-            // read, so the previous record stands.
-            self.deps.record(key, &error.reads);
-        }
-        let message = error.kind.to_string();
-        warn!(plugin = %error.plugin, parent = %key, kind = label, error = %message, "reconcile failed");
-        self.report(parent, "ReconcileError", &message).await;
-        if error.kind.is_permanent() {
-            self.permanent.remember(key, parent);
-            Next::Terminal
-        } else {
-            Next::Retry
-        }
-    }
-
-    async fn apply_failed(&self, key: &ObjectKey, parent: &Value, error: ApplyError) -> Next {
-        let name = &self.plugin.info().name;
-        if error.is_conflict() {
-            // Racing another writer; the next attempt sees its change. One that keeps coming
-            // back is shown, never taken for success.
-            let in_a_row = {
-                let mut conflicts = self.conflicts.lock().expect("conflict lock poisoned");
-                let n = conflicts.entry(key.clone()).or_insert(0);
-                *n += 1;
-                *n
-            };
-            debug!(plugin = %name, parent = %key, %error, in_a_row, "conflict; retrying");
-            if in_a_row >= CONFLICTS_SHOWN_AFTER {
-                let message = format!("{in_a_row} conflicts in a row: {error}");
-                self.report(parent, "ApplyConflict", &message).await;
-            }
-            return Next::Retry;
-        }
-        let message = error.to_string();
-        warn!(plugin = %name, parent = %key, error = %message, retrying = error.is_retryable(),
-              "applying the desired state failed");
-        self.report(parent, "ApplyError", &message).await;
-        if error.is_retryable() {
-            Next::Retry
-        } else {
-            self.permanent.remember(key, parent);
-            Next::Terminal
-        }
-    }
-
     /// Drops what the reconciler remembers of a parent it no longer reconciles.
     fn forget(&self, key: &ObjectKey) {
         self.deps.forget(key);
@@ -581,45 +530,6 @@ impl Reconciler {
         }
     }
 
-    /// Says once per change of the parent kind's schema, on the first parent whose status it
-    /// wrote, which of the host's fields the kind does not declare.
-    async fn say_missing_fields(&self, parent: &Value) {
-        if let Some(missing) = self.schema.unsaid_missing() {
-            let event = Event {
-                type_: EventType::Warning,
-                reason: "StatusFieldsUndeclared".into(),
-                message: format!(
-                    "the CustomResourceDefinition of {} does not declare {missing}: the host writes the plugin's status without them, so failures show only as events",
-                    self.parents.kind().resource.kind
-                ),
-            };
-            self.applier.events(parent, &[event]).await;
-        }
-    }
-
-    /// Shows a failure on the parent: `Synced=False` with the message (where the kind has
-    /// conditions), and a Warning event.
-    async fn report(&self, parent: &Value, reason: &str, message: &str) {
-        let fields = self.schema.fields();
-        if let Some(status) =
-            planner::failure_status(parent, reason, message, &fields, &model::now())
-        {
-            match self.applier.status(parent, &status).await {
-                Ok(object) => self.parents.observe_write(object),
-                Err(error) => {
-                    warn!(plugin = %self.plugin.info().name, parent = %object_ref(parent),
-                                    %error, "writing the failure condition failed")
-                }
-            }
-        }
-        let event = Event {
-            type_: EventType::Warning,
-            reason: reason.to_owned(),
-            message: message.to_owned(),
-        };
-        self.applier.events(parent, &[event]).await;
-    }
-
     /// Brings the caches up to date with what the API server answered to our writes.
     fn observe(&self, written: Vec<Written>) {
         for Written { kind, object } in written {
@@ -631,13 +541,4 @@ impl Reconciler {
             }
         }
     }
-}
-
-/// The failed children, one per line-ish: what each write was refused with.
-fn failures_message(failed: &[ApplyError]) -> String {
-    failed
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
 }

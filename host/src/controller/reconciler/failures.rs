@@ -1,0 +1,128 @@
+//! How the reconciler shows what went wrong: on the parent (`Synced=False` with the message,
+//! where the kind has conditions) and as a Warning event; and how each failure decides what
+//! happens next (terminal, retried, or retried without being shown).
+
+use serde_json::Value;
+use tracing::{debug, warn};
+
+use super::Reconciler;
+use crate::cache::ObjectKey;
+use crate::controller::applier::ApplyError;
+use crate::controller::workers::Next;
+use crate::model::{self, Event, EventType, object_ref};
+use crate::planner;
+use crate::runtime::{CallError, CallErrorKind};
+
+/// Conflicts in a row after which a parent shows them: one is the normal outcome of racing
+/// another writer, five in a row is something that does not go away by itself.
+const CONFLICTS_SHOWN_AFTER: u32 = 5;
+
+impl Reconciler {
+    pub(super) async fn call_failed(
+        &self,
+        key: &ObjectKey,
+        parent: &Value,
+        error: CallError,
+    ) -> Next {
+        let label = error.kind.label();
+        self.metrics.error(label);
+        if matches!(error.kind, CallErrorKind::Plugin(_)) {
+            // The plugin's own error often names a missing or wrong input; what it read wakes
+            // the parent when that input changes. Other failures say nothing about what was
+            // read, so the previous record stands.
+            self.deps.record(key, &error.reads);
+        }
+        let message = error.kind.to_string();
+        warn!(plugin = %error.plugin, parent = %key, kind = label, error = %message, "reconcile failed");
+        self.report(parent, "ReconcileError", &message).await;
+        if error.kind.is_permanent() {
+            self.permanent.remember(key, parent);
+            Next::Terminal
+        } else {
+            Next::Retry
+        }
+    }
+
+    pub(super) async fn apply_failed(
+        &self,
+        key: &ObjectKey,
+        parent: &Value,
+        error: ApplyError,
+    ) -> Next {
+        let name = &self.plugin.info().name;
+        if error.is_conflict() {
+            // Racing another writer; the next attempt sees its change. One that keeps coming
+            // back is shown, never taken for success.
+            let in_a_row = {
+                let mut conflicts = self.conflicts.lock().expect("conflict lock poisoned");
+                let n = conflicts.entry(key.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            debug!(plugin = %name, parent = %key, %error, in_a_row, "conflict; retrying");
+            if in_a_row >= CONFLICTS_SHOWN_AFTER {
+                let message = format!("{in_a_row} conflicts in a row: {error}");
+                self.report(parent, "ApplyConflict", &message).await;
+            }
+            return Next::Retry;
+        }
+        let message = error.to_string();
+        warn!(plugin = %name, parent = %key, error = %message, retrying = error.is_retryable(),
+              "applying the desired state failed");
+        self.report(parent, "ApplyError", &message).await;
+        if error.is_retryable() {
+            Next::Retry
+        } else {
+            self.permanent.remember(key, parent);
+            Next::Terminal
+        }
+    }
+
+    /// Says once per change of the parent kind's schema, on the first parent whose status it
+    /// wrote, which of the host's fields the kind does not declare.
+    pub(super) async fn say_missing_fields(&self, parent: &Value) {
+        if let Some(missing) = self.schema.unsaid_missing() {
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "StatusFieldsUndeclared".into(),
+                message: format!(
+                    "the CustomResourceDefinition of {} does not declare {missing}: the host writes the plugin's status without them, so failures show only as events",
+                    self.parents.kind().resource.kind
+                ),
+            };
+            self.applier.events(parent, &[event]).await;
+        }
+    }
+
+    /// Shows a failure on the parent: `Synced=False` with the message (where the kind has
+    /// conditions), and a Warning event.
+    pub(super) async fn report(&self, parent: &Value, reason: &str, message: &str) {
+        let fields = self.schema.fields();
+        if let Some(status) =
+            planner::failure_status(parent, reason, message, &fields, &model::now())
+        {
+            match self.applier.status(parent, &status).await {
+                Ok(object) => self.parents.observe_write(object),
+                Err(error) => {
+                    warn!(plugin = %self.plugin.info().name, parent = %object_ref(parent),
+                                    %error, "writing the failure condition failed")
+                }
+            }
+        }
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        };
+        self.applier.events(parent, &[event]).await;
+    }
+}
+
+/// The failed children, one per line-ish: what each write was refused with.
+pub(super) fn failures_message(failed: &[ApplyError]) -> String {
+    failed
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
