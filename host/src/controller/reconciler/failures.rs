@@ -18,6 +18,8 @@ use crate::runtime::{CallError, CallErrorKind};
 const CONFLICTS_SHOWN_AFTER: u32 = 5;
 
 impl Reconciler {
+    /// A failed plugin call: counted, shown, and terminal if the plugin said so (or its
+    /// failure can only repeat with these inputs), retried with backoff otherwise.
     pub(super) async fn call_failed(
         &self,
         key: &ObjectKey,
@@ -43,6 +45,8 @@ impl Reconciler {
         }
     }
 
+    /// A write the API server refused: a conflict is retried (and shown only once it keeps
+    /// coming back), a rejection of what the plugin asked for is terminal, the rest retried.
     pub(super) async fn apply_failed(
         &self,
         key: &ObjectKey,
