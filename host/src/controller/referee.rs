@@ -13,8 +13,9 @@ use super::applier::Applier;
 use super::fight::{Fights, Standing, Strike, dispute};
 use crate::cache::ObjectKey;
 use crate::metrics::PluginMetrics;
-use crate::model::{Condition, ConditionStatus, Event, EventType, PluginInfo};
+use crate::model::{Condition, ConditionStatus, Event, EventType, PluginInfo, printable};
 use crate::planner::{self, Action, Plan};
+use crate::runtime::MAX_CONDITION_MESSAGE;
 
 /// The condition a parent shows while one of its children is contested.
 pub const CONTESTED: &str = "Contested";
@@ -129,7 +130,8 @@ impl Referee {
                 type_: CONTESTED.to_owned(),
                 status: ConditionStatus::True,
                 reason: "FieldManagerConflict".to_owned(),
-                message: contest.message(),
+                // The field's path is made of the plugin's own keys: cut like its messages.
+                message: printable(&contest.message(), MAX_CONDITION_MESSAGE),
             });
         }
         let shown = parent["status"]["conditions"]
@@ -159,5 +161,54 @@ impl Referee {
     pub fn forget(&self, parent: &ObjectKey) {
         self.fights.forget(parent);
         self.metrics.contested(self.fights.contested());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::fight::{Contest, Dispute, FightPolicy};
+    use crate::metrics::Metrics;
+    use serde_json::json;
+
+    #[test]
+    fn a_contest_over_a_huge_field_name_should_be_cut_in_the_condition() {
+        let info = PluginInfo {
+            name: "hostile".into(),
+            version: "0.1.0".into(),
+            parent: crate::model::KindRef::new("example.com/v1", "Widget"),
+            children: vec![crate::model::KindRef::new("v1", "ConfigMap")],
+            reads: vec![],
+            finalizer: false,
+        };
+        let referee = Referee::new(
+            Fights::new(FightPolicy::default()),
+            Metrics::new().plugin("hostile"),
+            &info,
+        );
+        let ruling = Ruling {
+            standing: Standing {
+                contest: Some(Contest {
+                    child: "ConfigMap ns/c".into(),
+                    dispute: Dispute {
+                        field: format!(".data.{}", "k".repeat(100_000)),
+                        manager: "other".into(),
+                    },
+                    trips: 1,
+                    held_for: std::time::Duration::from_secs(30),
+                }),
+                wake_after: None,
+            },
+            ..Ruling::default()
+        };
+        let condition = referee.condition(&ruling, &json!({})).expect("Contested");
+        // Cut at the cap, with a short note of what was cut.
+        assert!(condition.message.len() <= MAX_CONDITION_MESSAGE + 64);
+        assert!(condition.message.ends_with("more bytes)"));
+        assert!(
+            condition
+                .message
+                .starts_with("ConfigMap ns/c: field manager \"other\"")
+        );
     }
 }
