@@ -22,7 +22,9 @@ pub struct WebApp;
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Spec {
-    /// Container image, required and non-empty.
+    /// Container image, required and non-empty (a missing image is reported as an empty one,
+    /// so every language's `webapp` gives the same message).
+    #[serde(default)]
     pub image: String,
     /// Desired replicas, default 1.
     #[serde(default = "one")]
@@ -207,5 +209,11 @@ mod tests {
     fn empty_image_should_be_a_permanent_error_naming_the_field() {
         let err = WebApp::reconcile(parent(json!({"image": ""}))).unwrap_err();
         assert_eq!(err, Error::permanent("spec.image must not be empty"));
+        let err = WebApp::reconcile(parent(json!({"replicas": 2}))).unwrap_err();
+        assert_eq!(
+            err,
+            Error::permanent("spec.image must not be empty"),
+            "a missing image reads as an empty one"
+        );
     }
 }
