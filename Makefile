@@ -19,7 +19,7 @@ STATIC := $(TARGET_DIR)/$(STATIC_TARGET)/release/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
-.PHONY: run test test-faults build plugins bench bench-converge bench-fleet bench-scale bench-install image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test test-faults build plugins bench bench-converge bench-fleet bench-scale bench-install bench-languages image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -29,13 +29,15 @@ run: tools build
 ## test: build everything (the image too), start a private control plane, run every test, stop it
 test: tools build image
 	cd plugins && $(CARGO) test $(EXAMPLE_CRATES)
+	bash plugins/python/test.sh
+	bash plugins/js/test.sh
 	$(CLUSTER) exec --name test -- $(CARGO) test --workspace --no-fail-fast
 
 ## build: the plugins, the host, the harness and the test binaries
 build: plugins
 	$(CARGO) build --workspace --bins --tests
 
-## plugins: every example and test plugin, as <target>/plugins/<name>.wasm
+## plugins: every example and test plugin (Rust, Python, TypeScript), as <target>/plugins/<name>.wasm
 plugins:
 	@bash scripts/build-plugins.sh
 
@@ -74,6 +76,10 @@ bench-scale: tools plugins
 bench-install: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench install
+
+## bench-languages: webapp in Rust, Python and TypeScript side by side: size, compile, cached load, one reconcile
+bench-languages: plugins
+	$(CARGO) bench -p reconhost --bench languages
 
 ## test-faults: the fault-injection suite alone (each scenario starts its own control plane); prints recovery times
 test-faults: tools plugins

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds every plugin in plugins/ (SDK examples and test plugins) for wasm32-wasip2 and copies
-# each component to <target dir>/plugins/<crate name>.wasm, where host tests and `make run` load
-# them from.
+# Builds every plugin in plugins/ and puts each component at <target dir>/plugins/<name>.wasm,
+# where host tests and `make run` load them from: the Rust SDK examples and test plugins (for
+# wasm32-wasip2), then the Python and TypeScript ones (plugins/python/build.sh,
+# plugins/js/build.sh: pinned toolchains, outputs cached by their inputs).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -15,4 +16,6 @@ for manifest in examples/*/Cargo.toml test-plugins/*/Cargo.toml; do
   [ -f "$file" ] || { echo "no component for $name at $file" >&2; exit 1; }
   cp "$file" "$out/$name.wasm"
 done
+bash "$root/plugins/python/build.sh" "$out"
+bash "$root/plugins/js/build.sh" "$out"
 echo "built $(ls "$out" | wc -l) plugins into $out" >&2

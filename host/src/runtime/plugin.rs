@@ -486,9 +486,12 @@ fn classify(e: &wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallE
         None => chain.lines().next().unwrap_or("").to_owned(),
     };
     let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
+    // The last lines, not the last one: a language runtime prints its own trap notice after
+    // the plugin's message (componentize-js: the stack and "Redirecting call to abort()"; Rust:
+    // the panic location before the message and a backtrace hint after it).
     let tail: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     let tail = printable(
-        &tail[tail.len().saturating_sub(3)..].join(" | "),
+        &tail[tail.len().saturating_sub(STDERR_TAIL_LINES)..].join(" | "),
         MAX_CONDITION_MESSAGE,
     );
     let message = if tail.is_empty() {
@@ -498,6 +501,9 @@ fn classify(e: &wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallE
     };
     CallErrorKind::Trap { message }
 }
+
+/// How many of the last lines of a trapped plugin's stderr its error carries.
+const STDERR_TAIL_LINES: usize = 8;
 
 /// Sends what the plugin printed to the host's log, one event per line.
 fn forward_output(store: &Store<State>, plugin: &str, parent: &str) {

@@ -1,0 +1,126 @@
+//! The sandbox holds a Python or JavaScript plugin exactly as it holds a Rust one. Each language
+//! has one misbehaving component (`py-misbehave`, `js-misbehave`) whose parent's `spec.mode`
+//! picks the misbehaviour; the Rust counterparts are the runtime suite's test plugins.
+
+use std::time::{Duration, Instant};
+
+use reconhost::model::{PluginError, ReconcileRequest};
+use reconhost::runtime::{CallErrorKind, Limits};
+use serde_json::json;
+
+use crate::{call, loaded};
+
+const MISBEHAVING: [&str; 2] = ["py-misbehave", "js-misbehave"];
+
+/// The same limits for every plugin here: a short deadline, the default memory cap.
+fn limits() -> Limits {
+    Limits::default().deadline(Duration::from_millis(500))
+}
+
+fn widget(mode: &str) -> ReconcileRequest {
+    ReconcileRequest {
+        parent: json!({"apiVersion": "test.reconhost.dev/v1", "kind": "Widget",
+                       "metadata": {"name": "w", "namespace": "team-a", "uid": "u-1", "generation": 1},
+                       "spec": {"mode": mode}})
+        .into(),
+        children: vec![],
+        config: json!({}),
+        finalizing: false,
+    }
+}
+
+/// Runs `mode` on a misbehaving plugin: it must fail promptly, and the plugin's next call (a
+/// fresh instance) must work.
+fn fails(name: &str, mode: &str) -> CallErrorKind {
+    let plugin = loaded(name, limits());
+    let start = Instant::now();
+    let err = call(plugin, &widget(mode)).expect_err(&format!("{name} {mode} must fail"));
+    // A bound, not a measurement: a deadline that did not fire would hang far longer.
+    assert!(
+        start.elapsed() < limits().deadline + Duration::from_secs(5),
+        "{name} {mode} was not stopped promptly: {:?}",
+        start.elapsed()
+    );
+    let ok = call(plugin, &widget("ok"))
+        .unwrap_or_else(|e| panic!("{name}: the call after {mode} failed too: {e}"));
+    assert_eq!(ok.desired.status, Some(json!({"mode": "ok"})), "{name}");
+    assert_eq!(ok.desired.children[0]["data"]["mode"], "ok", "{name}");
+    err
+}
+
+/// The Rust test plugin's error for the same misbehaviour, for the label comparison.
+fn rust(name: &str) -> CallErrorKind {
+    let plugin = loaded(name, limits());
+    call(plugin, &widget("ok")).expect_err(&format!("{name} must fail"))
+}
+
+#[test]
+fn a_loop_should_hit_the_deadline_in_every_language() {
+    let reference = rust("runtime-loop");
+    for name in MISBEHAVING {
+        let err = fails(name, "loop");
+        assert!(
+            matches!(err, CallErrorKind::Deadline(d) if d == limits().deadline),
+            "{name}: {err}"
+        );
+        assert_eq!(err.label(), reference.label(), "{name}");
+    }
+}
+
+#[test]
+fn unbounded_allocation_should_hit_the_memory_limit_in_every_language() {
+    let reference = rust("runtime-alloc");
+    for name in MISBEHAVING {
+        let err = fails(name, "alloc");
+        assert!(
+            matches!(err, CallErrorKind::MemoryLimit { limit } if limit == limits().memory),
+            "{name}: {err}"
+        );
+        assert_eq!(err.label(), reference.label(), "{name}");
+    }
+}
+
+#[test]
+fn an_exception_should_be_a_trap_carrying_its_message_in_every_language() {
+    let reference = rust("runtime-panic");
+    for name in MISBEHAVING {
+        let err = fails(name, "raise");
+        let CallErrorKind::Trap { message } = &err else {
+            panic!("{name}: expected a trap, got {err}")
+        };
+        assert!(
+            message.contains("misbehave gave up on w"),
+            "{name}: the exception's message reaches the error: {message}"
+        );
+        assert_eq!(err.label(), reference.label(), "{name}");
+    }
+}
+
+#[test]
+fn invalid_output_should_be_an_invalid_response_in_every_language() {
+    let reference = rust("runtime-invalid-json");
+    for name in MISBEHAVING {
+        let err = fails(name, "invalid-json");
+        assert!(
+            matches!(&err, CallErrorKind::InvalidResponse { path, reason } if path == "children[0]" && reason.contains("not JSON")),
+            "{name}: {err}"
+        );
+        assert_eq!(err.label(), reference.label(), "{name}");
+    }
+}
+
+#[test]
+fn the_sdks_errors_should_reach_the_host_as_typed_plugin_errors() {
+    for name in MISBEHAVING {
+        let err = fails(name, "transient");
+        assert!(
+            matches!(&err, CallErrorKind::Plugin(PluginError::Transient(m)) if m == "asked to fail"),
+            "{name}: {err}"
+        );
+        let err = fails(name, "permanent");
+        assert!(
+            matches!(&err, CallErrorKind::Plugin(PluginError::Permanent(m)) if m == "asked to fail"),
+            "{name}: {err}"
+        );
+    }
+}

@@ -1,0 +1,95 @@
+"""The glue between a plugin function and the component's exports.
+
+componentize-py builds a component from a module that defines ``WitWorld``, a class with the
+world's exports as methods (``info`` and ``reconcile``). :func:`reconciler` defines it in the
+plugin's module when the module is imported by componentize-py (where the generated
+``wit_world`` bindings exist) and does nothing else, so the same module imports natively for
+unit tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Any, Callable
+
+from ._model import Info, PermanentError, Request, Response, TransientError
+
+Reconcile = Callable[[Request], Response]
+
+
+def reconciler(info: Info) -> Callable[[Reconcile], Reconcile]:
+    """Declares ``info`` and exports the decorated function as the plugin's ``reconcile``.
+    The function is returned unchanged, for unit tests."""
+
+    def register(function: Reconcile) -> Reconcile:
+        try:
+            import wit_world  # type: ignore[import-not-found]
+        except ImportError:
+            return function  # natively: nothing to export
+        module = sys.modules[function.__module__]
+        module.WitWorld = _world(wit_world, info, function)  # type: ignore[attr-defined]
+        return function
+
+    return register
+
+
+def _world(wit_world: Any, info: Info, function: Reconcile) -> type:
+    from componentize_py_types import Err  # type: ignore[import-not-found]
+    from wit_world.imports import types  # type: ignore[import-not-found]
+
+    def kind(k: Any) -> Any:
+        return types.KindRef(k.api_version, k.kind)
+
+    statuses = {True: types.ConditionStatus.TRUE, False: types.ConditionStatus.FALSE, None: types.ConditionStatus.UNKNOWN}
+
+    class WitWorld(wit_world.WitWorld):  # type: ignore[misc, name-defined]
+        def info(self) -> Any:
+            return types.PluginInfo(
+                info.name,
+                info.version,
+                kind(info.parent),
+                [kind(k) for k in info.children],
+                [kind(k) for k in info.reads],
+                info.finalizer,
+            )
+
+        def reconcile(self, request: Any) -> Any:
+            try:
+                parsed = Request(
+                    json.loads(request.parent),
+                    [json.loads(c) for c in request.children],
+                    json.loads(request.config),
+                    request.finalizing,
+                )
+            except ValueError as e:
+                raise Err(types.Error_Permanent(f"the host sent invalid JSON: {e}")) from None
+            try:
+                response = function(parsed)
+            except TransientError as e:
+                raise Err(types.Error_Transient(e.message)) from None
+            except PermanentError as e:
+                raise Err(types.Error_Permanent(e.message)) from None
+            except BaseException:
+                # A bug, as a Rust panic is: the call traps. The traceback goes to stderr, whose
+                # last lines the host puts in the error, so the exception itself must come last
+                # (componentize-py's own trap would print its panic message after it).
+                traceback.print_exc()
+                sys.stderr.flush()
+                os.abort()
+            dumps = json.dumps
+            return types.Response(
+                [dumps(c, separators=(",", ":")) for c in response.children],
+                None if response.status is None else dumps(response.status, separators=(",", ":")),
+                [types.Condition(c.type, statuses[c.status], c.reason, c.message) for c in response.conditions],
+                [
+                    types.Event(types.EventType.WARNING if e.warning else types.EventType.NORMAL, e.reason, e.message)
+                    for e in response.events
+                ],
+                response.requeue_after_ms,
+                response.is_finalized,
+            )
+
+    return WitWorld
