@@ -33,6 +33,39 @@ pub enum Command {
     Plugin(PluginCommand),
     /// Print the CustomResourceDefinitions the host needs (YAML).
     Crds,
+    /// Write a new plugin project (Rust, Python or TypeScript) that builds, has a CRD,
+    /// fixtures, a unit test and a render test.
+    Init(InitArgs),
+}
+
+/// Arguments of `reconhost init`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InitArgs {
+    /// The directory to create (it must not exist, or be empty).
+    pub dir: PathBuf,
+    /// The plugin's language.
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    pub lang: Lang,
+    /// The kind the plugin reconciles, CamelCase (e.g. `Widget`).
+    #[arg(long)]
+    pub kind: String,
+    /// The API group of the kind, a DNS subdomain with a dot (e.g. `example.com`).
+    #[arg(long)]
+    pub group: String,
+    /// The API version of the kind.
+    #[arg(long, default_value = "v1alpha1")]
+    pub version: String,
+}
+
+/// Languages `reconhost init` writes projects in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Lang {
+    /// Rust with reconhost-sdk (`cargo build --target wasm32-wasip2`).
+    Rust,
+    /// Python with the reconhost package (componentize-py).
+    Python,
+    /// TypeScript with @reconhost/sdk (componentize-js).
+    Ts,
 }
 
 /// `reconhost plugin ...`.

@@ -44,6 +44,7 @@ pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod identity;
+pub mod init;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;

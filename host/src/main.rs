@@ -21,6 +21,10 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", reconhost::publish::run(command).await?);
             Ok(())
         }
+        Command::Init(args) => {
+            print!("{}", reconhost::init::init(&args)?);
+            Ok(())
+        }
         Command::Crds => {
             print!("{}", reconhost::api::crd_yaml());
             Ok(())
