@@ -44,6 +44,31 @@ def _world(wit_world: Any, info: Info, function: Reconcile) -> type:
         return types.KindRef(k.api_version, k.kind)
 
     statuses = {True: types.ConditionStatus.TRUE, False: types.ConditionStatus.FALSE, None: types.ConditionStatus.UNKNOWN}
+    events = {True: types.EventType.WARNING, False: types.EventType.NORMAL}
+    # One encoder for every call: json.dumps with arguments builds a new one each time.
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    loads = json.loads
+
+    def parse(request: Any) -> Request:
+        try:
+            return Request(
+                loads(request.parent),
+                [loads(c) for c in request.children],
+                loads(request.config),
+                request.finalizing,
+            )
+        except ValueError as e:
+            raise Err(types.Error_Permanent(f"the host sent invalid JSON: {e}")) from None
+
+    def wire(response: Response) -> Any:
+        return types.Response(
+            [dumps(c) for c in response.children],
+            None if response.status is None else dumps(response.status),
+            [types.Condition(c.type, statuses[c.status], c.reason, c.message) for c in response.conditions],
+            [types.Event(events[e.warning], e.reason, e.message) for e in response.events],
+            response.requeue_after_ms,
+            response.is_finalized,
+        )
 
     class WitWorld(wit_world.WitWorld):  # type: ignore[misc, name-defined]
         def info(self) -> Any:
@@ -57,15 +82,7 @@ def _world(wit_world: Any, info: Info, function: Reconcile) -> type:
             )
 
         def reconcile(self, request: Any) -> Any:
-            try:
-                parsed = Request(
-                    json.loads(request.parent),
-                    [json.loads(c) for c in request.children],
-                    json.loads(request.config),
-                    request.finalizing,
-                )
-            except ValueError as e:
-                raise Err(types.Error_Permanent(f"the host sent invalid JSON: {e}")) from None
+            parsed = parse(request)
             try:
                 response = function(parsed)
             except TransientError as e:
@@ -79,17 +96,17 @@ def _world(wit_world: Any, info: Info, function: Reconcile) -> type:
                 traceback.print_exc()
                 sys.stderr.flush()
                 os.abort()
-            dumps = json.dumps
-            return types.Response(
-                [dumps(c, separators=(",", ":")) for c in response.children],
-                None if response.status is None else dumps(response.status, separators=(",", ":")),
-                [types.Condition(c.type, statuses[c.status], c.reason, c.message) for c in response.conditions],
-                [
-                    types.Event(types.EventType.WARNING if e.warning else types.EventType.NORMAL, e.reason, e.message)
-                    for e in response.events
-                ],
-                response.requeue_after_ms,
-                response.is_finalized,
-            )
+            return wire(response)
+
+    # Every call starts from the snapshot componentize-py takes once this module is imported.
+    # Running the glue's own paths here puts CPython's specialised bytecode and json's warmed
+    # state into that snapshot, so no call pays for them (measured: 7-10 % of a webapp call).
+    # The plugin's function is not run: it could do anything.
+    sample = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "n", "labels": {"a": "b"}},
+              "spec": {"list": [{"k": 1, "v": True, "x": None, "f": 1.5}]}}
+    text = dumps(sample)
+    for _ in range(32):
+        parse(types.Request(text, [text], "{}", False))
+        wire(Response().child(sample).with_status({"n": 1}).ready(True, "R", "m").warning("R", "m"))
 
     return WitWorld
