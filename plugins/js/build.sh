@@ -52,3 +52,4 @@ build() {
 
 build webapp-ts plugins/js/examples/webapp/webapp.ts
 build js-misbehave plugins/js/test-plugins/misbehave/misbehave.ts
+build js-noop plugins/js/test-plugins/noop/noop.ts

@@ -55,3 +55,4 @@ build() {
 
 build webapp-python plugins/python/examples/webapp
 build py-misbehave plugins/python/test-plugins/misbehave
+build py-noop plugins/python/test-plugins/noop
