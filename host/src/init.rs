@@ -91,7 +91,10 @@ impl Names {
             ));
         }
         let name = kind.to_ascii_lowercase();
-        let plural = if name.ends_with('s') || name.ends_with('x') || name.ends_with("ch") {
+        let plural = if ["s", "x", "z", "ch", "sh"]
+            .iter()
+            .any(|end| name.ends_with(end))
+        {
             format!("{name}es")
         } else if let Some(stem) = name
             .strip_suffix('y')
@@ -198,7 +201,8 @@ pub fn init(args: &InitArgs) -> Result<String, InitError> {
                 ),
             ]
         }
-        Lang::Python | Lang::Ts => languages::files(args.lang, &names, &mut files),
+        Lang::Python => languages::python(&names, &mut files),
+        Lang::Ts => languages::typescript(&names, &mut files),
     };
     for (path, text) in &files {
         write(&dir.join(path), text)?;
@@ -263,6 +267,8 @@ mod tests {
         assert_eq!(n.plural, "gateways");
         let n = Names::new(&args("Ingress", "example.com")).unwrap();
         assert_eq!(n.plural, "ingresses");
+        let n = Names::new(&args("Mesh", "example.com")).unwrap();
+        assert_eq!(n.plural, "meshes");
     }
 
     #[test]

@@ -4,7 +4,6 @@
 use serde_json::Value;
 
 use super::Names;
-use crate::cli::Lang;
 
 /// The Python SDK, file by file (a test checks this is the whole package).
 pub(super) const PYTHON_SDK: &[(&str, &str)] = &[
@@ -71,50 +70,52 @@ const JS_LOCK: &str = include_str!("../../../plugins/js/package-lock.json");
 /// The name plugins/js/package.json and its lockfile give the package.
 const JS_PACKAGE_NAME: &str = "reconhost-plugins-js";
 
-/// Adds the files of a Python or TypeScript project; returns the next three commands.
-pub(super) fn files(lang: Lang, names: &Names, files: &mut Vec<(String, String)>) -> [String; 3] {
-    let fill = |list: &[(&str, &str)]| -> Vec<(String, String)> {
-        list.iter()
-            .map(|(path, text)| (path.to_string(), names.fill(text)))
-            .collect()
-    };
-    let copy = |list: &[(&str, &str)]| -> Vec<(String, String)> {
-        list.iter()
-            .map(|(path, text)| (path.to_string(), text.to_string()))
-            .collect()
-    };
-    match lang {
-        Lang::Python => {
-            files.extend(fill(PYTHON));
-            files.extend(copy(PYTHON_SDK));
-            [
-                "./build.sh".to_owned(),
-                "python3 -m pytest".to_owned(),
-                format!(
-                    "reconhost render --plugin build/{}.wasm --parent fixtures/parent.yaml",
-                    names.name
-                ),
-            ]
-        }
-        Lang::Ts | Lang::Rust => {
-            files.extend(fill(TS));
-            files.extend(copy(TS_SDK));
-            files.push(("package.json".to_owned(), package_json(names)));
-            // The same versions as reconhost's own plugins, so `npm ci` installs what was tested.
-            files.push((
-                "package-lock.json".to_owned(),
-                JS_LOCK.replace(
-                    &format!("\"name\": \"{JS_PACKAGE_NAME}\""),
-                    &format!("\"name\": \"{}\"", names.name),
-                ),
-            ));
-            [
-                "npm ci".to_owned(),
-                "npm run build".to_owned(),
-                "npm test".to_owned(),
-            ]
-        }
-    }
+/// Adds the files of a Python project; returns the next three commands.
+pub(super) fn python(names: &Names, files: &mut Vec<(String, String)>) -> [String; 3] {
+    files.extend(fill(names, PYTHON));
+    files.extend(copy(PYTHON_SDK));
+    [
+        "./build.sh".to_owned(),
+        "python3 -m pytest".to_owned(),
+        format!(
+            "reconhost render --plugin build/{}.wasm --parent fixtures/parent.yaml",
+            names.name
+        ),
+    ]
+}
+
+/// Adds the files of a TypeScript project; returns the next three commands.
+pub(super) fn typescript(names: &Names, files: &mut Vec<(String, String)>) -> [String; 3] {
+    files.extend(fill(names, TS));
+    files.extend(copy(TS_SDK));
+    files.push(("package.json".to_owned(), package_json(names)));
+    // The same versions as reconhost's own plugins, so `npm ci` installs what was tested.
+    files.push((
+        "package-lock.json".to_owned(),
+        JS_LOCK.replace(
+            &format!("\"name\": \"{JS_PACKAGE_NAME}\""),
+            &format!("\"name\": \"{}\"", names.name),
+        ),
+    ));
+    [
+        "npm ci".to_owned(),
+        "npm run build".to_owned(),
+        "npm test".to_owned(),
+    ]
+}
+
+/// Templates, with the project's names filled in.
+fn fill(names: &Names, list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(path, text)| (path.to_string(), names.fill(text)))
+        .collect()
+}
+
+/// Files copied as they are (the SDKs).
+fn copy(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(path, text)| (path.to_string(), text.to_string()))
+        .collect()
 }
 
 /// plugins/js/package.json with the project's name and its build and test scripts.

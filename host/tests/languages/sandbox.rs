@@ -2,19 +2,22 @@
 //! has one misbehaving component (`py-misbehave`, `js-misbehave`) whose parent's `spec.mode`
 //! picks the misbehaviour; the Rust counterparts are the runtime suite's test plugins.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reconhost::model::{PluginError, ReconcileRequest};
-use reconhost::runtime::{CallErrorKind, Limits};
+use reconhost::runtime::{CallErrorKind, Limits, StaticObjects};
 use serde_json::json;
 
 use crate::{call, loaded};
 
 const MISBEHAVING: [&str; 2] = ["py-misbehave", "js-misbehave"];
 
-/// The same limits for every plugin here: a short deadline, the default memory cap.
+/// The same limits for every plugin here: the defaults (2 s, 64 MiB), which a Python or
+/// JavaScript plugin gets unless its ReconcilePlugin says otherwise. Tests run side by side on
+/// two cores: a shorter deadline can fire before a plugin that allocates reaches the cap.
 fn limits() -> Limits {
-    Limits::default().deadline(Duration::from_millis(500))
+    Limits::default()
 }
 
 fn widget(mode: &str) -> ReconcileRequest {
@@ -122,5 +125,41 @@ fn the_sdks_errors_should_reach_the_host_as_typed_plugin_errors() {
             matches!(&err, CallErrorKind::Plugin(PluginError::Permanent(m)) if m == "asked to fail"),
             "{name}: {err}"
         );
+    }
+}
+
+/// Reads through each SDK reach the host's cache as the Rust SDK's do: the same answers, the
+/// same refusal of an undeclared kind, the same reads recorded as dependencies.
+#[test]
+fn reads_should_be_answered_and_recorded_as_for_rust() {
+    let objects = || {
+        Arc::new(StaticObjects::new(vec![
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "team-a"}, "data": {"k": "v"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-1", "namespace": "team-a", "labels": {"tier": "web"}}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-2", "namespace": "team-b", "labels": {"tier": "web"}}}),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token", "namespace": "team-a"}}),
+        ]))
+    };
+    let rust = loaded("runtime-reads", limits())
+        .reconcile(&widget("read"), objects())
+        .expect("runtime-reads answers");
+    let rust_status = rust.desired.status.expect("a status");
+    let rust_denied = rust_status["denied"].as_str().expect("a refusal");
+    let reason = rust_denied
+        .strip_prefix("read not allowed: ")
+        .unwrap_or_else(|| panic!("{rust_denied}"));
+    for name in MISBEHAVING {
+        let outcome = loaded(name, limits())
+            .reconcile(&widget("read"), objects())
+            .unwrap_or_else(|e| panic!("{name} reading: {e}"));
+        let status = outcome.desired.status.expect("a status");
+        assert_eq!(status["got"], rust_status["got"], "{name}: {status}");
+        assert_eq!(status["listed"], rust_status["listed"], "{name}: {status}");
+        assert_eq!(
+            status["denied"],
+            format!("not-allowed: {}", reason.replace("runtime-reads", name)),
+            "{name}: the undeclared Secret is refused with the host's reason"
+        );
+        assert_eq!(outcome.reads, rust.reads, "{name}: the same dependencies");
     }
 }

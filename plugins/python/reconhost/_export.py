@@ -15,6 +15,7 @@ import sys
 import traceback
 from typing import Any, Callable
 
+from . import host
 from ._model import Info, PermanentError, Request, Response, TransientError
 
 Reconcile = Callable[[Request], Response]
@@ -31,6 +32,11 @@ def reconciler(info: Info) -> Callable[[Reconcile], Reconcile]:
             return function  # natively: nothing to export
         module = sys.modules[function.__module__]
         module.WitWorld = _world(wit_world, info, function)  # type: ignore[attr-defined]
+        from componentize_py_types import Err  # type: ignore[import-not-found]
+        from wit_world.imports import host as bindings  # type: ignore[import-not-found]
+        from wit_world.imports import types  # type: ignore[import-not-found]
+
+        host.connect(bindings, types, Err)
         return function
 
     return register

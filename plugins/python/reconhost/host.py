@@ -42,6 +42,8 @@ class Host(Protocol):
 
 
 _host: Optional[Host] = None
+# The generated bindings, set by connect() when the module is built into a component.
+_wit: Any = None
 
 
 def use(host: Optional[Host]) -> None:
@@ -50,15 +52,12 @@ def use(host: Optional[Host]) -> None:
     _host = host
 
 
-def _wit() -> Any:
-    """The generated bindings, present only inside a component built by componentize-py."""
-    from wit_world.imports import host, types  # type: ignore[import-not-found]
-
-    return host, types
-
-
-def _in_component() -> bool:
-    return "wit_world" in sys.modules
+def connect(bindings: Any, types: Any, err: type) -> None:
+    """Connects the generated bindings (``wit_world.imports.host``, its ``types`` and
+    componentize-py's ``Err``). Called by :func:`reconhost.reconciler` at build time: a component
+    can import only what was imported before componentize-py took its snapshot."""
+    global _wit
+    _wit = (bindings, types, err)
 
 
 def _read_error(err: Any) -> ReadError:
@@ -78,9 +77,9 @@ def log(level: str, message: str) -> None:
         raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
     if _host is not None:
         _host.log(level, message)
-    elif _in_component():
-        host, types = _wit()
-        host.log(types.Level[level.upper()], message)
+    elif _wit is not None:
+        bindings, types, _ = _wit
+        bindings.log(types.Level[level.upper()], message)
     else:
         print(f"[{level}] {message}", file=sys.stderr)
 
@@ -95,13 +94,11 @@ def get(kind: Kind, namespace: str, name: str) -> Optional[dict[str, Any]]:
     None if it does not exist."""
     if _host is not None:
         return _host.get(kind, namespace, name)
-    if not _in_component():
+    if _wit is None:
         raise ReadError("other", "no host outside a component: install a stand-in with reconhost.host.use")
-    host, types = _wit()
-    from componentize_py_types import Err  # type: ignore[import-not-found]
-
+    bindings, types, Err = _wit
     try:
-        text = host.get(types.KindRef(kind.api_version, kind.kind), namespace, name)
+        text = bindings.get(types.KindRef(kind.api_version, kind.kind), namespace, name)
     except Err as err:
         raise _read_error(err) from None
     return None if text is None else json.loads(text)
@@ -112,13 +109,11 @@ def list(kind: Kind, namespace: str = "", label_selector: str = "") -> builtins.
     selector (Kubernetes syntax, e.g. ``app=web,tier!=db``; empty: everything)."""
     if _host is not None:
         return _host.list(kind, namespace, label_selector)
-    if not _in_component():
+    if _wit is None:
         raise ReadError("other", "no host outside a component: install a stand-in with reconhost.host.use")
-    host, types = _wit()
-    from componentize_py_types import Err  # type: ignore[import-not-found]
-
+    bindings, types, Err = _wit
     try:
-        texts = host.list(types.KindRef(kind.api_version, kind.kind), namespace, label_selector)
+        texts = bindings.list(types.KindRef(kind.api_version, kind.kind), namespace, label_selector)
     except Err as err:
         raise _read_error(err) from None
     return [json.loads(t) for t in texts]

@@ -6,16 +6,19 @@
 - ``raise``: an unexpected exception (a bug, which traps)
 - ``invalid-json``: a child that is not JSON, through the raw bindings
 - ``transient`` / ``permanent``: the SDK's errors
+- ``read``: reads through the host as ``runtime-reads`` does (a ConfigMap by name, ConfigMaps by
+  label, and a Secret it did not declare), and reports what it got
 """
 
 import sys
 
-from reconhost import Info, Kind, PermanentError, Request, Response, TransientError, reconciler
+from reconhost import Info, Kind, PermanentError, Request, Response, TransientError, host, reconciler
 
 INFO = Info(
     "py-misbehave",
     Kind("test.reconhost.dev/v1", "Widget"),
     children=[Kind("v1", "ConfigMap")],
+    reads=[Kind("v1", "ConfigMap")],
 )
 
 
@@ -36,6 +39,21 @@ def reconcile(request: Request) -> Response:
         raise TransientError("asked to fail")
     if mode == "permanent":
         raise PermanentError("asked to fail")
+    if mode == "read":
+        config_map = Kind("v1", "ConfigMap")
+        got = host.get(config_map, request.namespace, "settings")
+        listed = host.list(config_map, request.namespace, "tier=web")
+        try:
+            host.get(Kind("v1", "Secret"), request.namespace, "token")
+            denied = "nothing"
+        except host.ReadError as e:
+            denied = f"{e.reason}: {e.message}"
+        host.info(f"read {len(listed)}")
+        return Response().with_status({
+            "got": None if got is None else got.get("data"),
+            "listed": [o["metadata"]["name"] for o in listed],
+            "denied": denied,
+        })
     return (
         Response()
         .child({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": request.name}, "data": {"mode": "ok"}})
