@@ -31,6 +31,10 @@ use crate::runtime::MAX_EVENT_NOTE;
 /// What the API server says of an applied field its schema does not declare.
 const UNDECLARED_FIELD: &str = "field not declared in schema";
 
+/// The host's own status fields, as that message names them. The host sends them only when it
+/// has read the kind's schema declaring them.
+const HOST_STATUS_FIELDS: [&str; 2] = [".status.conditions:", ".status.observedGeneration:"];
+
 /// An API call the applier made failed.
 #[derive(Debug, thiserror::Error)]
 #[error("{verb} {target}: {}", said(.source))]
@@ -63,8 +67,15 @@ impl ApplyError {
     /// every time.
     pub fn is_retryable(&self) -> bool {
         match &self.source {
-            // Server-side apply reports a field outside the schema as a 500 (kubernetes#139253).
-            kube::Error::Api(status) if status.message.contains(UNDECLARED_FIELD) => false,
+            // Server-side apply reports a field outside the schema as a 500 (kubernetes#139253):
+            // the plugin's own field fails the same way every time. One of the host's fields,
+            // sent because the CRD now declares it, means the API server's apply schema is still
+            // behind that CRD update (seen within 100 ms of one): it will not be for long.
+            kube::Error::Api(status) if status.message.contains(UNDECLARED_FIELD) => {
+                HOST_STATUS_FIELDS
+                    .iter()
+                    .any(|field| status.message.contains(field))
+            }
             kube::Error::Api(status) => {
                 matches!(status.code, 403 | 409 | 429) || status.code >= 500 || status.code == 0
             }
@@ -457,5 +468,19 @@ mod tests {
         );
         assert!(!error.is_retryable());
         assert!(refused(500, "InternalError", "etcd timeout").is_retryable());
+    }
+
+    #[test]
+    fn an_undeclared_host_field_should_be_retried_as_the_api_server_catching_up() {
+        for field in [".status.conditions", ".status.observedGeneration"] {
+            let error = refused(
+                500,
+                "InternalError",
+                &format!(
+                    "failed to create typed patch object (/two; test.reconhost.dev/v1, Kind=Legacy): {field}: field not declared in schema"
+                ),
+            );
+            assert!(error.is_retryable(), "{field}");
+        }
     }
 }
