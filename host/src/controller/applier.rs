@@ -31,9 +31,13 @@ use crate::runtime::MAX_EVENT_NOTE;
 /// What the API server says of an applied field its schema does not declare.
 const UNDECLARED_FIELD: &str = "field not declared in schema";
 
-/// The host's own status fields, as that message names them. The host sends them only when it
-/// has read the kind's schema declaring them.
-const HOST_STATUS_FIELDS: [&str; 2] = [".status.conditions:", ".status.observedGeneration:"];
+/// That message for the host's own status fields. The host sends them only when it has read
+/// the kind's schema declaring them. Whole messages, so that a key of a plugin's status that
+/// merely starts like one does not count.
+const HOST_FIELDS_UNDECLARED: [&str; 2] = [
+    ".status.conditions: field not declared in schema",
+    ".status.observedGeneration: field not declared in schema",
+];
 
 /// An API call the applier made failed.
 #[derive(Debug, thiserror::Error)]
@@ -72,9 +76,9 @@ impl ApplyError {
             // sent because the CRD now declares it, means the API server's apply schema is still
             // behind that CRD update (seen within 100 ms of one): it will not be for long.
             kube::Error::Api(status) if status.message.contains(UNDECLARED_FIELD) => {
-                HOST_STATUS_FIELDS
+                HOST_FIELDS_UNDECLARED
                     .iter()
-                    .any(|field| status.message.contains(field))
+                    .any(|said| status.message.contains(said))
             }
             kube::Error::Api(status) => {
                 matches!(status.code, 403 | 409 | 429) || status.code >= 500 || status.code == 0
@@ -482,5 +486,12 @@ mod tests {
             );
             assert!(error.is_retryable(), "{field}");
         }
+        // A plugin's own status key that starts like the host's is still the plugin's error.
+        let error = refused(
+            500,
+            "InternalError",
+            ".status.conditionsOfMine: field not declared in schema",
+        );
+        assert!(!error.is_retryable());
     }
 }
