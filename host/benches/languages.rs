@@ -6,7 +6,9 @@
 //! included: what a reconcile costs its thread). Every figure is a median; results go to
 //! stdout as Markdown, with the targets judged at the end.
 
-use std::path::PathBuf;
+#[path = "one_call/mod.rs"]
+mod one_call;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +16,9 @@ use reconhost::model::ReconcileRequest;
 use reconhost::runtime::{
     Limits, NoObjects, ObjectReader, Plugin, Provenance, Runtime, RuntimeConfig,
 };
-use serde_json::{Value, json};
+use serde_json::json;
+
+use one_call::{median, parent, plugin_dir};
 
 /// (component, what it is, calls to time, cold compiles to time): `webapp` in each language,
 /// then each language's floor: its raw bindings, no SDK, no parsing, an empty answer.
@@ -31,33 +35,6 @@ const LANGUAGES: [(&str, &str, usize, usize); 6] = [
         1,
     ),
 ];
-
-fn plugin_dir() -> PathBuf {
-    std::env::var_os("RECONHOST_PLUGIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/plugins")))
-}
-
-/// A WebApp parent padded with annotations to about `bytes` of JSON (as in `make bench`).
-fn parent(bytes: usize) -> Value {
-    let mut parent = json!({
-        "apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "WebApp",
-        "metadata": {"name": "shop", "namespace": "team-a", "uid": "7d3c1e0a-0000-4000-8000-000000000001", "generation": 1,
-                     "labels": {"team": "a"}, "annotations": {}},
-        "spec": {"image": "registry.example/shop:1.2.3", "replicas": 3, "port": 8080}
-    });
-    let mut i = 0;
-    while parent.to_string().len() < bytes {
-        parent["metadata"]["annotations"][format!("example.com/note-{i}")] = json!("x".repeat(64));
-        i += 1;
-    }
-    parent
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
 
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)

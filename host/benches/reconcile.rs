@@ -6,8 +6,10 @@
 //! All variants run in the same process on the same inputs, so the ratios hold even on a noisy
 //! machine; every figure is a median over many runs. Results go to stdout as a Markdown table.
 
+#[path = "one_call/mod.rs"]
+mod one_call;
+
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,29 +20,9 @@ use reconhost::runtime::{Limits, MemoryReset, NoObjects, Plugin, Runtime, Runtim
 use reconhost_sdk::Reconciler as _;
 use serde_json::{Value, json};
 
+use one_call::{median, parent, plugin_dir};
+
 const ITERATIONS: usize = 2000;
-
-fn plugin_dir() -> PathBuf {
-    std::env::var_os("RECONHOST_PLUGIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/plugins")))
-}
-
-/// A WebApp parent padded with annotations to about `bytes` of JSON.
-fn parent(bytes: usize) -> Value {
-    let mut parent = json!({
-        "apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "WebApp",
-        "metadata": {"name": "shop", "namespace": "team-a", "uid": "7d3c1e0a-0000-4000-8000-000000000001", "generation": 1,
-                     "labels": {"team": "a"}, "annotations": {}},
-        "spec": {"image": "registry.example/shop:1.2.3", "replicas": 3, "port": 8080}
-    });
-    let mut i = 0;
-    while parent.to_string().len() < bytes {
-        parent["metadata"]["annotations"][format!("example.com/note-{i}")] = json!("x".repeat(64));
-        i += 1;
-    }
-    parent
-}
 
 /// The native baseline does what the guest does: parse the JSON text, run the logic, serialize.
 fn native(parent_text: &str) -> usize {
@@ -52,11 +34,6 @@ fn native(parent_text: &str) -> usize {
         .map(|c| c.to_string().len())
         .sum::<usize>()
         + response.status.map_or(0, |s| s.to_string().len())
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
 }
 
 fn time_each(n: usize, mut f: impl FnMut()) -> Duration {

@@ -180,17 +180,11 @@ pub fn init(args: &InitArgs) -> Result<String, InitError> {
     if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(InitError::NotEmpty(dir.clone()));
     }
-    let mut files: Vec<(String, String)> = COMMON
-        .iter()
-        .map(|(path, text)| (path.to_string(), names.fill(text)))
-        .collect();
+    let mut files = fill(&names, COMMON);
     files.push((WIT_PATH.to_owned(), WIT.to_owned()));
     let next = match args.lang {
         Lang::Rust => {
-            files.extend(
-                RUST.iter()
-                    .map(|(path, text)| (path.to_string(), names.fill(text))),
-            );
+            files.extend(fill(&names, RUST));
             files.push(("sdk/src/lib.rs".to_owned(), rust_sdk_lib()));
             [
                 "cargo build --release --target wasm32-wasip2".to_owned(),
@@ -222,6 +216,20 @@ pub fn init(args: &InitArgs) -> Result<String, InitError> {
         dir.display(),
         next.join("\n  ")
     ))
+}
+
+/// Templates, with the project's names filled in.
+fn fill(names: &Names, list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(path, text)| (path.to_string(), names.fill(text)))
+        .collect()
+}
+
+/// Files copied as they are (the SDKs).
+fn copy(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(path, text)| (path.to_string(), text.to_string()))
+        .collect()
 }
 
 fn write(path: &Path, text: &str) -> Result<(), InitError> {

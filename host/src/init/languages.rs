@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::Names;
+use super::{Names, copy, fill};
 
 /// The Python SDK, file by file (a test checks this is the whole package).
 pub(super) const PYTHON_SDK: &[(&str, &str)] = &[
@@ -102,20 +102,6 @@ pub(super) fn typescript(names: &Names, files: &mut Vec<(String, String)>) -> [S
         "npm run build".to_owned(),
         "npm test".to_owned(),
     ]
-}
-
-/// Templates, with the project's names filled in.
-fn fill(names: &Names, list: &[(&str, &str)]) -> Vec<(String, String)> {
-    list.iter()
-        .map(|(path, text)| (path.to_string(), names.fill(text)))
-        .collect()
-}
-
-/// Files copied as they are (the SDKs).
-fn copy(list: &[(&str, &str)]) -> Vec<(String, String)> {
-    list.iter()
-        .map(|(path, text)| (path.to_string(), text.to_string()))
-        .collect()
 }
 
 /// plugins/js/package.json with the project's name and its build and test scripts.

@@ -11,7 +11,7 @@ use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
 use crate::common::plugins::{digest_of, exclusive, reconcile_plugins};
-use crate::common::{World, condition, get, plugin};
+use crate::common::{World, condition, get, load, plugin};
 
 const WEBAPP_RP: &str = "webapp.examples.reconhost.dev";
 const GENERATOR_RP: &str = "configmapgenerator.examples.reconhost.dev";
@@ -129,15 +129,9 @@ async fn python_and_typescript_webapps_installed_from_oci_should_reconcile_paren
     let python = install(&world, "webapp-python");
     let installed = Instant::now();
     // While the host pulls and compiles 18 MB of Python, the Rust plugin keeps reconciling.
-    let generators = world.api(
-        "examples.reconhost.dev",
-        "v1alpha1",
-        "ConfigMapGenerator",
-        "configmapgenerators",
-    );
     world
         .create(
-            &generators,
+            &load::generators(&world),
             json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "ConfigMapGenerator",
                    "metadata": {"name": "during"}, "spec": {"content": {"a": "1"}}}),
         )

@@ -89,18 +89,23 @@ def info(message: str) -> None:
     log("info", message)
 
 
+def _read(import_name: str, kind: Kind, *args: str) -> Any:
+    """Calls the host's ``get`` or ``list`` import, its ``read-error`` raised as :class:`ReadError`."""
+    if _wit is None:
+        raise ReadError("other", "no host outside a component: install a stand-in with reconhost.host.use")
+    bindings, types, Err = _wit
+    try:
+        return getattr(bindings, import_name)(types.KindRef(kind.api_version, kind.kind), *args)
+    except Err as err:
+        raise _read_error(err) from None
+
+
 def get(kind: Kind, namespace: str, name: str) -> Optional[dict[str, Any]]:
     """One object of a declared ``reads`` kind (namespace empty for cluster-scoped kinds), or
     None if it does not exist."""
     if _host is not None:
         return _host.get(kind, namespace, name)
-    if _wit is None:
-        raise ReadError("other", "no host outside a component: install a stand-in with reconhost.host.use")
-    bindings, types, Err = _wit
-    try:
-        text = bindings.get(types.KindRef(kind.api_version, kind.kind), namespace, name)
-    except Err as err:
-        raise _read_error(err) from None
+    text = _read("get", kind, namespace, name)
     return None if text is None else json.loads(text)
 
 
@@ -109,11 +114,4 @@ def list(kind: Kind, namespace: str = "", label_selector: str = "") -> builtins.
     selector (Kubernetes syntax, e.g. ``app=web,tier!=db``; empty: everything)."""
     if _host is not None:
         return _host.list(kind, namespace, label_selector)
-    if _wit is None:
-        raise ReadError("other", "no host outside a component: install a stand-in with reconhost.host.use")
-    bindings, types, Err = _wit
-    try:
-        texts = bindings.list(types.KindRef(kind.api_version, kind.kind), namespace, label_selector)
-    except Err as err:
-        raise _read_error(err) from None
-    return [json.loads(t) for t in texts]
+    return [json.loads(t) for t in _read("list", kind, namespace, label_selector)]
