@@ -10,7 +10,7 @@
 //! Environment: `CONVERGE_PARENTS` (default 1000), `CONVERGE_WORKERS` (default 4, the host's
 //! `--max-concurrent-reconciles` and the operator's concurrency), `CONVERGE_ROUNDS` (default 2).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/all/common/mod.rs"]
 mod common;
 #[path = "measure/mod.rs"]
 #[allow(dead_code, reason = "the fleet benchmark uses the rest")]

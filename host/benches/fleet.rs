@@ -13,7 +13,7 @@
 //! (the host's plugins built from `runtime-lean-webapp` instead: the same logic without
 //! `serde_json::Value` and k8s-openapi; the operators are unchanged).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/all/common/mod.rs"]
 mod common;
 #[path = "measure/mod.rs"]
 mod measure;

@@ -7,7 +7,7 @@
 //!
 //! Environment: `INSTALL_ROUNDS` (default 3), `INSTALL_PARENTS` (default 200).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/all/common/mod.rs"]
 mod common;
 
 use std::collections::HashMap;

@@ -9,7 +9,7 @@
 //! `--sync-period`, default 120: long enough for its first pass to end first),
 //! `SCALE_LATENCY_SAMPLES` (default 200).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/all/common/mod.rs"]
 mod common;
 #[path = "measure/mod.rs"]
 #[allow(dead_code, reason = "the fleet benchmark uses the rest")]

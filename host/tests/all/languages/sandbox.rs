@@ -9,7 +9,7 @@ use reconhost::model::{PluginError, ReconcileRequest};
 use reconhost::runtime::{CallErrorKind, Limits, StaticObjects};
 use serde_json::json;
 
-use crate::{call, loaded};
+use super::{call, loaded};
 
 const MISBEHAVING: [&str; 2] = ["py-misbehave", "js-misbehave"];
 

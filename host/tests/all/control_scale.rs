@@ -1,7 +1,7 @@
 //! The control loop with many parents: zero writes in steady state, dependency tracking that
 //! wakes exactly the parent that read a changed object, and a restart halfway through.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

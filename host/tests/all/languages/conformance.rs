@@ -8,7 +8,7 @@ use reconhost::model::ReconcileRequest;
 use reconhost::runtime::Limits;
 use serde_json::{Value, json};
 
-use crate::{WEBAPPS, call, loaded};
+use super::{WEBAPPS, call, loaded};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(concat!(

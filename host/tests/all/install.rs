@@ -2,7 +2,7 @@
 //! control plane: helm lints it, the API server accepts what it renders, it installs, upgrades
 //! and uninstalls, and the host it describes holds no more authority than its job needs.
 
-mod common;
+use crate::common;
 
 use common::chart::{
     POLICY, chart_dir, clear_policy, cluster_api, find, helm, helm_binary, kubectl, must, objects,

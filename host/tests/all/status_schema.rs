@@ -5,7 +5,7 @@
 //!
 //! One test: it owns the `Legacy` CRD and changes it.
 
-mod common;
+use crate::common;
 
 use common::{CONVERGE, World, condition, get};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -25,6 +25,9 @@ fn run(dir: &Path, program: &str, args: &[&str], env: &[(&str, &Path)]) -> Strin
     command
         .args(args)
         .current_dir(dir)
+        // As a user runs it: `make test` builds with the image's static flags, which would break
+        // a native build of the project's proc-macros.
+        .env_remove("RUSTFLAGS")
         .env("RECONHOST", reconhost());
     for (k, v) in env {
         command.env(k, v);

@@ -6,7 +6,7 @@
 //! The hosts here watch every namespace (a cluster-scoped parent's children are anywhere); the
 //! parent kinds are this suite's own.
 
-mod common;
+use crate::common;
 
 use common::plugins::{digest_of, exclusive};
 use common::{CONVERGE, World, condition, controlled_by, get, plugin};

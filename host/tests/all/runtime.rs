@@ -541,8 +541,8 @@ fn the_lean_webapp_should_answer_as_webapp_does() {
 
 #[test]
 fn every_test_plugin_should_have_a_test() {
-    // A test plugin `<suite>-<case>` belongs to the suites in host/tests/<suite>*.rs.
-    let tests = concat!(env!("CARGO_MANIFEST_DIR"), "/tests");
+    // A test plugin `<suite>-<case>` belongs to the suites in host/tests/all/<suite>*.rs.
+    let tests = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/all");
     let sources: Vec<(String, String)> = std::fs::read_dir(tests)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -566,7 +566,7 @@ fn every_test_plugin_should_have_a_test() {
             sources
                 .iter()
                 .any(|(stem, text)| stem.starts_with(suite) && text.contains(&quoted)),
-            "test plugin {name} is built but no test in host/tests/{suite}*.rs uses it"
+            "test plugin {name} is built but no test in host/tests/all/{suite}*.rs uses it"
         );
     }
 }

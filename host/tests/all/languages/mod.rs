@@ -13,8 +13,8 @@
 //!
 //! The components are built by `make plugins` (plugins/python/build.sh, plugins/js/build.sh).
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
+
 mod conformance;
 mod live;
 mod sandbox;

@@ -3,7 +3,7 @@
 //! others get no write at all; one that leaves the selection keeps its children and loses the
 //! plugin's finalizer; one that enters it is reconciled.
 
-mod common;
+use crate::common;
 
 use common::plugins::{cond, digest_of, exclusive, has};
 use common::{CONVERGE, World, get, plugin, synced};

@@ -1,7 +1,7 @@
 //! The control loop on the real control plane, one behaviour per test, as a user would check
 //! it: with kubectl-level reads of children, status, events and the host's metrics.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -611,7 +611,7 @@ fn every_control_test_plugin_should_have_a_test() {
         if name.starts_with("control-") {
             assert!(
                 source.contains(&format!("\"{name}\"")),
-                "test plugin {name} is built but no test in host/tests/control_loop.rs uses it"
+                "test plugin {name} is built but no test in host/tests/all/control_loop.rs uses it"
             );
         }
     }

@@ -3,7 +3,7 @@
 //! meanwhile is reconciled. The test starts a control plane of its own, since restarting the
 //! shared one would disturb every other test.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

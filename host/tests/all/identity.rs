@@ -3,7 +3,7 @@
 //! limited to what it could read, a refusal heals when RBAC is granted, installing needs the
 //! right to act as the account, and the host's own rules hold whatever RBAC allows.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,9 +1,9 @@
 //! The ReconcilePlugin CRD on the real API server: what it refuses before any host sees it.
 
-mod common;
+use crate::common;
 
 use common::World;
-use common::plugins::reconcile_plugins;
+use common::plugins::{exclusive, reconcile_plugins};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -38,6 +38,8 @@ async fn refusal(world: &World, rp: &Value) -> Option<String> {
 #[tokio::test]
 async fn the_api_server_should_refuse_what_the_crd_rules_out() {
     let world = World::new("api").await;
+    // The ReconcilePlugins made here are cluster-wide: a host of another suite must not see them.
+    let _suite = exclusive(&world.client).await;
     let ns = world.namespace.clone();
     assert_eq!(
         refusal(&world, &valid(&ns)).await,

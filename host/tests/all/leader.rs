@@ -3,7 +3,7 @@
 //! parent converges, with no moment in which two replicas wrote; when it stops gracefully it
 //! releases the lease and the next takes over within a few seconds.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -10,8 +10,8 @@
 //! - `network`: latency, resets and a stalled connection through toxiproxy.
 //! - `contention`: a controller fight, and a slow plugin beside a fast one.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
+
 mod contention;
 mod network;
 mod outages;

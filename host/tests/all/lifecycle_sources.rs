@@ -2,7 +2,7 @@
 //! oras as the independent client, both ways), the compiled-code cache across a host restart,
 //! and the `--watch` dev loop.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! chart's ServiceAccount token where a pod has it, the chart's arguments and RBAC. There is no
 //! kubelet here, so podman stands in for it and the host network for the pod's.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Plugins installed, upgraded, suspended and uninstalled through ReconcilePlugin resources,
 //! on the real control plane, with a host in the dynamic mode (no `--plugin`).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

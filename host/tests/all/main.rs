@@ -1,0 +1,31 @@
+//! reconhost's integration tests, as one test binary (wasmtime's `tests/all` shape): the shared
+//! helpers and the dependencies are compiled and linked once rather than once per suite, and
+//! the harness keeps both test threads busy across suites instead of idling at the end of each.
+//!
+//! Every module is a suite; `cargo test --test all -- <suite>::` runs one (`make test-faults`
+//! runs `faults::`). Most suites share the control plane that `make test` starts
+//! (`reconhost-cluster exec`), each test in a namespace of its own; suites that install
+//! ReconcilePlugins, the chart or the admission policy serialize on
+//! [`common::plugins::exclusive`], since those are cluster-wide. The fault suite starts a control
+//! plane of its own per scenario.
+
+mod common;
+
+mod api;
+mod cluster_scoped;
+mod control_loop;
+mod control_restart;
+mod control_scale;
+mod faults;
+mod identity;
+mod image;
+mod init;
+mod install;
+mod languages;
+mod leader;
+mod lifecycle;
+mod lifecycle_sources;
+mod render;
+mod runtime;
+mod selection;
+mod status_schema;
