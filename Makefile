@@ -14,12 +14,17 @@ export RECONHOST_PLUGIN_DIR := $(PLUGIN_DIR)
 export RECONHOST_ROOT := $(CURDIR)
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 # The image: a static release build (glibc, crt-static) and an OCI layout written by a script.
+# `make test` builds and runs the tests with exactly these settings, so the image's binary and
+# every dependency are compiled once for both (a debug build beside it would compile them again).
 STATIC_TARGET := x86_64-unknown-linux-gnu
-STATIC := $(TARGET_DIR)/$(STATIC_TARGET)/release/reconhost
+STATIC_CARGO := RUSTFLAGS="-C target-feature=+crt-static" $(CARGO)
+STATIC_FLAGS := --release --locked --target $(STATIC_TARGET)
+STATIC_DIR := $(TARGET_DIR)/$(STATIC_TARGET)/release
+STATIC := $(STATIC_DIR)/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
-.PHONY: run test test-faults build plugins bench bench-converge bench-fleet bench-scale bench-install bench-languages image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test test-faults build test-build test-tools plugins bench bench-converge bench-fleet bench-scale bench-install bench-languages image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -27,15 +32,19 @@ run: tools build
 	@RECONHOST=$(RECONHOST) CLUSTER=$(CLUSTER) PLUGIN_DIR=$(PLUGIN_DIR) bash scripts/demo.sh
 
 ## test: build everything (the image too), start a private control plane, run every test, stop it
-test: tools build image
+test: test-tools test-build image
 	cd plugins && $(CARGO) test $(EXAMPLE_CRATES)
 	bash plugins/python/test.sh
 	bash plugins/js/test.sh
-	$(CLUSTER) exec --name test -- $(CARGO) test --workspace --no-fail-fast
+	$(STATIC_DIR)/reconhost-cluster exec --name test -- $(STATIC_CARGO) test $(STATIC_FLAGS) --workspace --no-fail-fast
 
-## build: the plugins, the host, the harness and the test binaries
+## build: the plugins, the host, the harness and the test binaries (debug, for `make run` and people)
 build: plugins
 	$(CARGO) build --workspace --bins --tests
+
+## test-build: the plugins and, in the image's static release build, the host, the harness and the test binaries
+test-build: plugins
+	$(STATIC_CARGO) build $(STATIC_FLAGS) --workspace --bins --tests
 
 ## plugins: every example and test plugin (Rust, Python, TypeScript), as <target>/plugins/<name>.wasm
 plugins:
@@ -50,17 +59,25 @@ bench-converge: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench converge
 
-## tools: the Go-built tools, each once into a version-keyed cache: the control plane, the OCI tools, helm
-tools: k8s
+## tools: the Go-built tools, each once into a version-keyed cache: the control plane (with kube-scheduler and kwok for `make run`), the OCI tools, helm, toxiproxy
+tools: test-tools
+	@bash tools/k8s/build.sh run >/dev/null
+
+## test-tools: the Go-built tools the tests use (the control plane without kube-scheduler and kwok)
+test-tools:
+	@bash tools/k8s/build.sh >/dev/null
 	@bash tools/oci/build.sh >/dev/null
 	@bash tools/helm/build.sh >/dev/null
 	@bash tools/toxiproxy/build.sh >/dev/null
 
 ## image: the container image as an OCI layout in target/image/oci (reconhost:<version>), and the Containerfile's build context
 image:
-	RUSTFLAGS="-C target-feature=+crt-static -C strip=symbols" $(CARGO) build --release --locked -p reconhost --bin reconhost --target $(STATIC_TARGET)
+	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost --bin reconhost
 	rm -rf $(RECONHOST_IMAGE_DIR)
-	RECONHOST_VERSION=$(VERSION) python3 scripts/mkimage.py $(STATIC) /etc/ssl/certs/ca-certificates.crt $(RECONHOST_IMAGE_DIR)/oci reconhost:$(VERSION) $(RECONHOST_IMAGE_DIR)/context
+	mkdir -p $(RECONHOST_IMAGE_DIR)
+	# Stripped here rather than by the compiler, so the tests' binaries (same build) keep symbols.
+	strip --strip-all -o $(RECONHOST_IMAGE_DIR)/reconhost $(STATIC)
+	RECONHOST_VERSION=$(VERSION) python3 scripts/mkimage.py $(RECONHOST_IMAGE_DIR)/reconhost /etc/ssl/certs/ca-certificates.crt $(RECONHOST_IMAGE_DIR)/oci reconhost:$(VERSION) $(RECONHOST_IMAGE_DIR)/context
 
 ## bench-fleet: 50 plugins in one host beside 50 kube-runtime operators: memory, connections, idle CPU, convergence
 bench-fleet: tools plugins
@@ -82,12 +99,12 @@ bench-languages: plugins
 	$(CARGO) bench -p reconhost --bench languages
 
 ## test-faults: the fault-injection suite alone (each scenario starts its own control plane); prints recovery times
-test-faults: tools plugins
-	$(CARGO) test -p reconhost --test faults -- --nocapture
+test-faults: test-tools plugins
+	$(STATIC_CARGO) test $(STATIC_FLAGS) -p reconhost --test all -- faults:: --nocapture
 
 ## k8s: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok if missing
 k8s:
-	@bash tools/k8s/build.sh >/dev/null
+	@bash tools/k8s/build.sh run >/dev/null
 
 ## crds: regenerate deploy/crds/ and the chart's crds/ from the Rust types (a test fails when they drift)
 crds:

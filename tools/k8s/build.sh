@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the local control plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# etcd, kwok) from
-# the Kubernetes Go modules into a version-keyed cache outside the clone. A binary already in the
+# Builds the local control plane from the Kubernetes Go modules into a version-keyed cache outside
+# the clone: etcd, kube-apiserver, kube-controller-manager and kubectl (what the tests use), and
+# with `build.sh run` also kube-scheduler and kwok (what `make run` adds). A binary already in the
 # cache is not rebuilt, so a warm machine pays nothing; a cold one pays the full compile once.
+#
+#   tools/k8s/build.sh [run]
 #
 # Prints the cache directory as its last line.
 set -euo pipefail
@@ -29,22 +31,39 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
  -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION \
  -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 
-build() { # name package [ldflags]
-  local name=$1 pkg=$2 flags=${3:-"-s -w"}
-  if [ -x "$out/$name" ]; then return; fi
-  local start=$SECONDS
-  echo "building $name ($pkg)" >&2
-  (cd "$here" && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$flags" \
-     -o "$out/$name.tmp" "$pkg")
-  mv "$out/$name.tmp" "$out/$name"   # rename last so an interrupted build never looks finished
-  echo "built $name in $((SECONDS - start))s" >&2
-}
+# The tests need etcd, kube-apiserver, kube-controller-manager and kubectl; `make run` also
+# kube-scheduler and kwok (`build.sh run`). What is missing is built by one `go build`, so
+# packages compile once for all of them and one binary links while another still compiles.
+want=(etcd kube-apiserver kube-controller-manager kubectl)
+[ "${1:-}" = run ] && want+=(kube-scheduler)
+declare -A package=(
+  [etcd]=go.etcd.io/etcd/server/v3
+  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+  [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl
+)
+missing=()
+for name in "${want[@]}"; do [ -x "$out/$name" ] || missing+=("$name"); done
+if ((${#missing[@]})); then
+  start=$SECONDS
+  echo "building ${missing[*]}" >&2
+  staging="$out/.staging"
+  rm -rf "$staging" && mkdir -p "$staging"
+  # The -X flags name Kubernetes' version variables; etcd has none of them, so they are inert there.
+  (cd "$here" && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ldflags" \
+     -o "$staging/" $(for name in "${missing[@]}"; do echo "${package[$name]}"; done))
+  # go build names a binary after its package path, without a major-version suffix: etcd's is
+  # "server".
+  if [ -x "$staging/server" ]; then mv "$staging/server" "$staging/etcd"; fi
+  for name in "${missing[@]}"; do
+    mv "$staging/$name" "$out/$name"   # rename last so an interrupted build never looks finished
+  done
+  rm -rf "$staging"
+  echo "built ${missing[*]} in $((SECONDS - start))s" >&2
+fi
 
-build etcd go.etcd.io/etcd/server/v3
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ldflags"
-build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$ldflags"
-build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$ldflags"
-build kubectl k8s.io/kubernetes/cmd/kubectl "$ldflags"
+[ "${1:-}" = run ] || { echo "$out"; exit 0; }
 
 if [ ! -x "$out/kwok" ]; then
   # kwok is its own module with no replace directives; building it inside ours would force our
