@@ -17,7 +17,8 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 # `make test` builds and runs the tests with exactly these settings, so the image's binary and
 # every dependency are compiled once for both (a debug build beside it would compile them again).
 STATIC_TARGET := x86_64-unknown-linux-gnu
-STATIC_CARGO := RUSTFLAGS="-C target-feature=+crt-static" $(CARGO)
+STATIC_CARGO_ENV := RUSTFLAGS="-C target-feature=+crt-static"
+STATIC_CARGO := $(STATIC_CARGO_ENV) $(CARGO)
 STATIC_FLAGS := --release --locked --target $(STATIC_TARGET)
 STATIC_DIR := $(TARGET_DIR)/$(STATIC_TARGET)/release
 STATIC := $(STATIC_DIR)/reconhost
@@ -36,7 +37,7 @@ test: test-tools test-build image
 	cd plugins && $(CARGO) test $(EXAMPLE_CRATES)
 	bash plugins/python/test.sh
 	bash plugins/js/test.sh
-	$(STATIC_DIR)/reconhost-cluster exec --name test -- $(STATIC_CARGO) test $(STATIC_FLAGS) --workspace --no-fail-fast
+	$(STATIC_CARGO_ENV) $(STATIC_DIR)/reconhost-cluster exec --name test -- $(CARGO) test $(STATIC_FLAGS) --workspace --no-fail-fast
 
 ## build: the plugins, the host, the harness and the test binaries (debug, for `make run` and people)
 build: plugins
