@@ -36,6 +36,10 @@ pub enum Command {
     /// Write a new plugin project (Rust, Python or TypeScript) that builds, has a CRD,
     /// fixtures, a unit test and a render test.
     Init(InitArgs),
+    /// Compile one component from standard input to standard output: the child process in
+    /// which the host compiles plugins under the compile budget. Not for people.
+    #[command(hide = true)]
+    CompileWorker,
 }
 
 /// Arguments of `reconhost init`.
@@ -185,6 +189,9 @@ pub struct RenderArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
+    /// Bounds on compiling the plugin.
+    #[command(flatten)]
+    pub compile: CompileArgs,
 }
 
 /// Output formats of `render`.
@@ -224,6 +231,9 @@ pub struct RunArgs {
     /// Components compiled at once (compiling is CPU-bound and parallel already).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_compiles: u16,
+    /// Bounds on compiling one plugin.
+    #[command(flatten)]
+    pub compile: CompileArgs,
     /// Elect a leader among the replicas (a Lease): only the leader reconciles; every replica
     /// keeps its caches and plugins warm. controller-runtime's timings: lease 15 s, renew
     /// deadline 10 s, retry 2 s.
@@ -360,6 +370,39 @@ fn parse_period(text: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|e| format!("{text:?} is not a duration like 10h or 90m: {e}"))?;
     Duration::try_from(period).map_err(|_| format!("{text:?} is negative"))
+}
+
+/// Bounds on compiling one plugin (the compiler runs in a child process under them), for `run`
+/// and `render`; `plugin` commands compile under the defaults.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompileArgs {
+    /// Memory one plugin's compilation may use, in MiB. Keep it, plus the host's own, under the
+    /// container's memory limit.
+    #[arg(long, default_value_t = 384, value_parser = clap::value_parser!(u64).range(16..))]
+    pub max_compile_memory_mib: u64,
+    /// CPU time one plugin's compilation may use. Go duration syntax.
+    #[arg(long, default_value = "120s", value_parser = parse_period)]
+    pub max_compile_cpu: Duration,
+    /// Wall-clock time one plugin's compilation may take. Go duration syntax.
+    #[arg(long, default_value = "180s", value_parser = parse_period)]
+    pub compile_timeout: Duration,
+}
+
+impl CompileArgs {
+    /// The runtime settings these flags make: compiled in a worker of this binary.
+    pub fn runtime_config(&self) -> std::io::Result<crate::runtime::RuntimeConfig> {
+        let defaults = crate::runtime::CompileBudget::default();
+        Ok(crate::runtime::RuntimeConfig {
+            compiler: crate::runtime::Compiler::this_binary()?,
+            compile_budget: crate::runtime::CompileBudget {
+                memory: self.max_compile_memory_mib << 20,
+                cpu: self.max_compile_cpu,
+                wall: self.compile_timeout,
+                ..defaults
+            },
+            ..crate::runtime::RuntimeConfig::default()
+        })
+    }
 }
 
 #[cfg(test)]

@@ -408,6 +408,15 @@ impl Lifecycle {
             }
             _ => {
                 let origin = format!("ReconcilePlugin {name}");
+                // What went over the compile budget goes over it again: not compiled again,
+                // not after a restart either, until the digest or the budget changes.
+                if let Some(failure) =
+                    status::over_budget(rp, digest_hex, self.loader.compile_budget())
+                {
+                    info!(plugin = name, digest = %rp.spec.source.digest,
+                          "not compiled again: it went over the same compile budget before");
+                    return Err(failure);
+                }
                 let namespace = &rp.spec.service_account_ref.namespace;
                 let verified = rp.status.as_ref().and_then(|s| s.active_digest.as_deref())
                     == Some(rp.spec.source.digest.as_str());

@@ -25,6 +25,7 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", reconhost::init::init(&args)?);
             Ok(())
         }
+        Command::CompileWorker => std::process::exit(reconhost::runtime::worker_main()),
         Command::Crds => {
             print!("{}", reconhost::api::crd_yaml());
             Ok(())

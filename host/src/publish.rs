@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{Context as _, bail};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams};
 use oci_client::secrets::RegistryAuth;
 use serde_json::Value;
 
@@ -73,7 +73,8 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<String> {
     }
 }
 
-/// The ClusterRole and binding `plugin` needs, its kinds resolved through `client`'s discovery.
+/// The ClusterRole and binding `plugin` needs, its kinds resolved through `client`'s discovery,
+/// named for the ReconcilePlugin it is installed as.
 async fn rbac(
     client: &kube::Client,
     plugin: &Plugin,
@@ -99,6 +100,7 @@ async fn rbac(
     }
     use crate::identity::rbac;
     Ok(rbac::manifests(
+        &plugin_resource_name(&info.parent),
         &info.name,
         who,
         &rbac::rules(&parent, &children, &reads),
@@ -237,6 +239,14 @@ async fn install(args: &InstallArgs) -> anyhow::Result<String> {
         );
         let bytes = planned.bytes.clone();
         let plugin = load(&args.file, bytes).await?;
+        let rp_name = planned.plugin.metadata.name.clone().unwrap_or_default();
+        // Before anything is written: the plugin's name is its field manager and finalizer, so
+        // it must not be another installed plugin's.
+        name_is_free(&client, &rp_name, &plugin.info().name).await?;
+        let objects = rbac(&client, &plugin, &who).await?;
+        for object in &objects {
+            not_someone_elses(&client, object, &rp_name).await?;
+        }
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &who.namespace);
         let account = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": who.name, "namespace": who.namespace}});
@@ -244,17 +254,8 @@ async fn install(args: &InstallArgs) -> anyhow::Result<String> {
             .patch(&who.name, &params, &Patch::Apply(&account))
             .await
             .with_context(|| format!("applying ServiceAccount {who}"))?;
-        for object in rbac(&client, &plugin, &who).await? {
-            let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let resource = kube::core::ApiResource::from_gvk_with_plural(
-                &kube::core::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", &kind),
-                &format!("{}s", kind.to_lowercase()),
-            );
-            let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
+        for object in objects {
+            let (api, kind, name) = rbac_api(&client, &object);
             api.patch(&name, &params, &Patch::Apply(&object))
                 .await
                 .with_context(|| format!("applying {kind} {name}"))?;
@@ -289,6 +290,65 @@ async fn install(args: &InstallArgs) -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// The API of an RBAC object `manifests` made, its kind and its name.
+fn rbac_api(client: &kube::Client, object: &Value) -> (Api<DynamicObject>, String, String) {
+    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let resource = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", &kind),
+        &format!("{}s", kind.to_lowercase()),
+    );
+    (Api::all_with(client.clone(), &resource), kind, name)
+}
+
+/// Refuses when another ReconcilePlugin already runs a plugin called `plugin`.
+async fn name_is_free(client: &kube::Client, rp_name: &str, plugin: &str) -> anyhow::Result<()> {
+    let api: Api<ReconcilePlugin> = Api::all(client.clone());
+    let installed = match api.list(&Default::default()).await {
+        Ok(list) => list.items,
+        // No CRD yet: nothing is installed, and applying the ReconcilePlugin says so below.
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(e).context("listing ReconcilePlugins"),
+    };
+    for rp in installed {
+        let other = rp.metadata.name.clone().unwrap_or_default();
+        let runs = rp.status.as_ref().and_then(|s| s.plugin.as_ref());
+        if other != rp_name && runs.is_some_and(|p| p.name == plugin) {
+            bail!(
+                "a plugin named {plugin:?} already runs as ReconcilePlugin {other}: a plugin's name is its field manager (reconhost/{plugin}) and finalizer, so it must be unique; nothing was changed"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Refuses to apply `object` over one of the same name that was not written for ReconcilePlugin
+/// `rp_name` (a forced apply would take its fields, and with them someone else's grant).
+async fn not_someone_elses(
+    client: &kube::Client,
+    object: &Value,
+    rp_name: &str,
+) -> anyhow::Result<()> {
+    let (api, kind, name) = rbac_api(client, object);
+    let existing = api
+        .get_opt(&name)
+        .await
+        .with_context(|| format!("reading {kind} {name}"))?;
+    if let Some(existing) = existing {
+        let existing = serde_json::to_value(existing)?;
+        if !crate::identity::rbac::made_for(&existing, rp_name) {
+            bail!(
+                "{kind} {name} exists and was not written by reconhost for ReconcilePlugin {rp_name} (no {} annotation naming it); refusing to overwrite it, nothing was changed",
+                crate::identity::rbac::FOR_RECONCILE_PLUGIN
+            );
+        }
+    }
+    Ok(())
+}
+
 async fn push(args: &PushArgs) -> anyhow::Result<String> {
     let bytes = std::fs::read(&args.file)
         .with_context(|| format!("reading plugin {}", args.file.display()))?;
@@ -303,7 +363,10 @@ async fn push(args: &PushArgs) -> anyhow::Result<String> {
 async fn load(path: &Path, bytes: Vec<u8>) -> anyhow::Result<Plugin> {
     let origin = path.display().to_string();
     tokio::task::spawn_blocking(move || {
-        let runtime = Runtime::new(RuntimeConfig::default())?;
+        let runtime = Runtime::new(RuntimeConfig {
+            compiler: crate::runtime::Compiler::this_binary()?,
+            ..RuntimeConfig::default()
+        })?;
         Ok(Plugin::load(&runtime, &origin, &bytes, Limits::default())?)
     })
     .await?

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::cli::{OutputFormat, RenderArgs};
 use crate::model::{Condition, Event, ReconcileRequest};
 use crate::planner::{self, Plan};
-use crate::runtime::{Limits, Plugin, Runtime, RuntimeConfig, StaticObjects};
+use crate::runtime::{Limits, Plugin, Runtime, StaticObjects};
 
 /// What `render` prints.
 #[derive(Debug, Serialize)]
@@ -58,7 +58,7 @@ pub fn render(args: &RenderArgs) -> anyhow::Result<String> {
 
 /// Runs `render` and returns the structured result.
 pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
-    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let runtime = Runtime::new(args.compile.runtime_config()?)?;
     let bytes = std::fs::read(&args.plugin)
         .with_context(|| format!("reading plugin {}", args.plugin.display()))?;
     let plugin = Plugin::load(

@@ -36,7 +36,7 @@ use crate::leader::{self, Election};
 use crate::lifecycle::load::Loader;
 use crate::lifecycle::{Defaults, Lifecycle};
 use crate::metrics::Metrics;
-use crate::runtime::{Limits, Plugin, Runtime, RuntimeConfig};
+use crate::runtime::{Limits, Plugin, Runtime};
 use crate::source::{SourceConfig, Sources};
 use crate::supervisor::Supervisor;
 
@@ -57,7 +57,11 @@ pub async fn run(
         .context("asking the API server for its version")?;
     info!(server = %version.git_version, "connected to the API server");
 
-    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let runtime = Runtime::new(
+        args.compile
+            .runtime_config()
+            .context("finding this executable to compile plugins in")?,
+    )?;
     let informers = Informers::new(client.clone(), args.namespace.clone(), args.watch_timeout);
     let grace = Duration::from_secs(args.graceful_shutdown_seconds);
     let (stop_election, election_stop) = stop_signal();

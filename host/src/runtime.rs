@@ -6,6 +6,7 @@
 
 mod bindings;
 mod cache;
+mod compile;
 mod engine;
 mod error;
 mod limits;
@@ -15,6 +16,7 @@ mod state;
 mod validate;
 
 pub use cache::{CompiledCache, Provenance, sha256_hex};
+pub use compile::{CompileBudget, Compiler, Shape, check_shape, worker_main};
 pub use engine::{EPOCH_TICK, EngineError, MemoryReset, Runtime, RuntimeConfig};
 pub use error::{CallError, CallErrorKind, LoadError};
 pub use limits::Limits;

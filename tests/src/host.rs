@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::Error;
+use crate::cgroup::MemoryLimit;
 use crate::process::Component;
 
 /// How to start a host.
@@ -28,6 +29,8 @@ pub struct HostOptions {
     pub args: Vec<String>,
     /// Environment variables (`RUST_LOG`, for one).
     pub env: Vec<(String, String)>,
+    /// A memory limit for the host and what it starts (a cgroup, as a container's), in bytes.
+    pub memory_limit: Option<u64>,
 }
 
 /// A running host. Dropping it stops it (SIGTERM, then SIGKILL).
@@ -35,6 +38,8 @@ pub struct Host {
     process: Component,
     metrics: u16,
     probes: u16,
+    /// Dropped after the process, so the cgroup is empty when it is removed.
+    memory: Option<MemoryLimit>,
 }
 
 impl Host {
@@ -69,10 +74,20 @@ impl Host {
             &options.env,
             &options.log_dir,
         )?;
+        let memory = match options.memory_limit {
+            Some(bytes) => {
+                let name = format!("host-{}-{metrics}", std::process::id());
+                let limit = MemoryLimit::new(&name, bytes)?;
+                limit.add(process.pid().unwrap_or_default())?;
+                Some(limit)
+            }
+            None => None,
+        };
         let mut host = Self {
             process,
             metrics,
             probes,
+            memory,
         };
         host.wait_ready(Duration::from_secs(120)).await?;
         Ok(host)
@@ -128,6 +143,11 @@ impl Host {
     /// Fails with the tail of its log if the process has exited.
     pub fn check_alive(&mut self) -> Result<(), Error> {
         self.process.check_alive()
+    }
+
+    /// The memory cgroup it runs in, if it was started with a limit.
+    pub fn memory(&self) -> Option<&MemoryLimit> {
+        self.memory.as_ref()
     }
 
     /// Its process id.

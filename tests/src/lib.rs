@@ -19,13 +19,17 @@
 //! - [`cluster`]: what a test uses: a client for the running instance and its audit log.
 //! - [`support`]: per-test namespaces and bounded waiting.
 //! - [`workloads`]: the fake node that kwok runs pods on (for `make run`).
+//! - [`cgroup`]: a memory limit for a host, as a container's.
+//! - [`hostile`]: crafted components that attack whatever processes them.
 
 pub mod audit;
 pub mod binaries;
+pub mod cgroup;
 pub mod cluster;
 pub mod control_plane;
 pub mod crds;
 pub mod host;
+pub mod hostile;
 pub mod pki;
 pub mod process;
 pub mod registry;

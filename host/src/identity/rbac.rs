@@ -121,14 +121,37 @@ pub fn questions(rules: &[Rule], namespace: Option<&str>) -> Vec<Question> {
         .collect()
 }
 
+/// The annotation on the RBAC objects `plugin install --rbac` writes: the ReconcilePlugin they
+/// were made for. The installer overwrites only objects that carry it with that same name.
+pub const FOR_RECONCILE_PLUGIN: &str = "reconhost.dev/reconcileplugin";
+
+/// The names of the RBAC objects for ReconcilePlugin `rp`: the plugin's ClusterRole and its
+/// binding, and the host's share. Made from the ReconcilePlugin's name (unique, and chosen by
+/// the installer from the parent kind) and never from what the component calls itself, behind
+/// a prefix with colons that no chart or user object of reconhost's uses.
+pub fn names(rp: &str) -> (String, String) {
+    (
+        format!("reconhost:plugin:{rp}"),
+        format!("reconhost:host:{rp}"),
+    )
+}
+
 /// The objects a plugin needs, as Kubernetes objects (JSON): a ClusterRole with `rules` and
 /// a ClusterRoleBinding of it to the ServiceAccount (cluster-wide because a plugin reconciles
 /// its parents in every namespace; bind the ClusterRole with RoleBindings instead to confine
 /// it to some), and the ClusterRole with `host_rules` that the chart aggregates into the host's.
-pub fn manifests(plugin: &str, who: &Identity, rules: &[Rule], host_rules: &[Rule]) -> Vec<Value> {
-    let name = format!("reconhost-plugin-{plugin}");
+/// `rp` is the ReconcilePlugin's name, `plugin` the component's own (a label, for people).
+pub fn manifests(
+    rp: &str,
+    plugin: &str,
+    who: &Identity,
+    rules: &[Rule],
+    host_rules: &[Rule],
+) -> Vec<Value> {
+    let (name, host_name) = names(rp);
     let labels =
         json!({"app.kubernetes.io/managed-by": "reconhost", "reconhost.dev/plugin": plugin});
+    let annotations = json!({ FOR_RECONCILE_PLUGIN: rp });
     let mut host_labels = labels.clone();
     host_labels[AGGREGATE_TO_HOST] = json!("true");
     let as_json = |rules: &[Rule]| -> Vec<Value> {
@@ -137,17 +160,24 @@ pub fn manifests(plugin: &str, who: &Identity, rules: &[Rule], host_rules: &[Rul
             .map(|r| json!({"apiGroups": [r.group], "resources": [r.resource], "verbs": r.verbs}))
             .collect()
     };
+    let meta = |name: &str, labels: &Value| json!({"name": name, "labels": labels, "annotations": annotations});
     vec![
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": {"name": name, "labels": labels}, "rules": as_json(rules)}),
+               "metadata": meta(&name, &labels), "rules": as_json(rules)}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": name, "labels": labels},
+               "metadata": meta(&name, &labels),
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
                "subjects": [{"kind": "ServiceAccount", "namespace": who.namespace, "name": who.name}]}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": {"name": format!("reconhost-host-{plugin}"), "labels": host_labels},
+               "metadata": meta(&host_name, &host_labels),
                "rules": as_json(host_rules)}),
     ]
+}
+
+/// Whether `existing` (an object already in the cluster under a name `manifests` makes) was
+/// written for ReconcilePlugin `rp`, so that applying over it takes nothing from anyone else.
+pub fn made_for(existing: &Value, rp: &str) -> bool {
+    existing["metadata"]["annotations"][FOR_RECONCILE_PLUGIN] == rp
 }
 
 #[cfg(test)]
@@ -212,7 +242,30 @@ mod tests {
         );
         assert!(host.iter().all(|r| !r.verbs.contains(&"create")));
         assert_eq!(host[0].verbs, ["get", "list", "watch", "patch"]);
-        let objects = manifests("widget", &Identity::new("plugins", "widget"), &rules, &host);
+        let objects = manifests(
+            "widgets.example.com",
+            "kinds",
+            &Identity::new("plugins", "widget"),
+            &rules,
+            &host,
+        );
+        assert_eq!(
+            objects[0]["metadata"]["name"], "reconhost:plugin:widgets.example.com",
+            "named from the ReconcilePlugin, whatever the component calls itself"
+        );
+        assert_eq!(
+            objects[2]["metadata"]["name"],
+            "reconhost:host:widgets.example.com"
+        );
+        assert!(objects.iter().all(|o| made_for(o, "widgets.example.com")));
+        assert!(!made_for(&objects[0], "other.example.com"));
+        assert!(
+            !made_for(
+                &json!({"metadata": {"name": "reconhost-plugin-kinds"}}),
+                "widgets.example.com"
+            ),
+            "an object without the annotation is someone else's"
+        );
         assert_eq!(objects[1]["subjects"][0]["name"], "widget");
         assert_eq!(
             objects[1]["roleRef"]["name"],

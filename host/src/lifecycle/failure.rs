@@ -9,6 +9,9 @@ use crate::runtime::LoadError;
 use crate::source::SourceError;
 use crate::supervisor::SupervisorError;
 
+/// The reason of a `Compiled=False` condition for a component over the compile budget.
+pub const COMPILE_BUDGET_EXCEEDED: &str = "CompileBudgetExceeded";
+
 /// The stage of loading a plugin that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
@@ -64,6 +67,15 @@ impl Failure {
             LoadError::Info { .. } => "InfoFailed",
             LoadError::InvalidInfo { .. } => "InvalidInfo",
             LoadError::Cache { .. } => "CacheFailed",
+            LoadError::OverBudget { .. } => {
+                return Self::new(
+                    Stage::Compile,
+                    COMPILE_BUDGET_EXCEEDED,
+                    format!(
+                        "{error}; the host does not compile this digest again under this budget (push another build, or raise the host's --max-compile-* flags)"
+                    ),
+                );
+            }
         };
         Self::new(Stage::Compile, reason, error.to_string())
     }

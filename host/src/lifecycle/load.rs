@@ -56,6 +56,11 @@ impl Loader {
         }
     }
 
+    /// The bounds every compile runs under.
+    pub fn compile_budget(&self) -> &crate::runtime::CompileBudget {
+        self.runtime.compile_budget()
+    }
+
     /// The component `source` pins, loaded under `limits`; `namespace` is the plugin's. With
     /// `verified` (the resource already served this digest), the compiled-code cache is used
     /// without fetching when it has the digest.
@@ -107,6 +112,7 @@ impl Loader {
             .await
             .map_err(|_| Failure::host("the compiler pool is closed".into()))?;
         let (runtime, origin) = (self.runtime.clone(), origin.to_owned());
+        tracing::info!(plugin = %origin, digest = %source.digest, "compiling");
         let start = Instant::now();
         let plugin = tokio::task::spawn_blocking(move || {
             Plugin::load(&runtime, &origin, &fetched.bytes, limits)

@@ -7,11 +7,12 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
+use super::failure::COMPILE_BUDGET_EXCEEDED;
 use super::load::Obtained;
 use super::{Failure, Stage};
 use crate::api::{Authorization, Declared, PluginIdentity, ReconcilePlugin, ReconcilePluginStatus};
 use crate::identity::access::Question;
-use crate::runtime::Plugin;
+use crate::runtime::{CompileBudget, Plugin};
 
 /// What is known of the plugin's authority.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,4 +233,24 @@ pub fn compose(
         }),
         conditions,
     }
+}
+
+/// The failure recorded on `rp` for compiling the component with sha256 `digest` over
+/// `budget`, if its status holds one: `Compiled=False` with reason `CompileBudgetExceeded`,
+/// naming that digest and that same budget. Returned as it was recorded, so the status the
+/// host writes again is the one it read.
+pub fn over_budget(rp: &ReconcilePlugin, digest: &str, budget: &CompileBudget) -> Option<Failure> {
+    let bounds = budget.describe();
+    rp.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| {
+            c.type_ == "Compiled"
+                && c.status == "False"
+                && c.reason == COMPILE_BUDGET_EXCEEDED
+                && c.message.contains(&format!("(sha256 {digest})"))
+                && c.message.contains(&bounds)
+        })
+        .map(|c| Failure::new(Stage::Compile, COMPILE_BUDGET_EXCEEDED, c.message.clone()))
 }

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::compile::{CompileBudget, Compiler, compile};
 use super::error::LoadError;
 
 /// A directory of compiled components.
@@ -87,6 +88,7 @@ impl CompiledCache {
     pub fn load_or_compile(
         &self,
         engine: &Engine,
+        (compiler, budget): (&Compiler, &CompileBudget),
         origin: &str,
         digest: &str,
         bytes: &[u8],
@@ -100,15 +102,14 @@ impl CompiledCache {
             digest: digest.to_owned(),
             message,
         };
-        let serialized = engine
-            .precompile_component(bytes)
-            .map_err(|e| compile_err(format!("{e:#}")))?;
+        let serialized = compile(compiler, engine, origin, digest, bytes, budget)?;
         if let Err(error) = self.store(&path, &serialized) {
             // A read-only filesystem (no writable RECONHOST_CACHE under readOnlyRootFilesystem)
             // costs a compile on every start, not the plugin.
             warn_unwritable(&error);
         }
-        // SAFETY: `serialized` was produced by this engine a moment ago.
+        // SAFETY: `serialized` was produced a moment ago by this engine or by a compile worker
+        // (this binary, with the same settings); wasmtime checks it was made for this engine.
         let component = unsafe { Component::deserialize(engine, &serialized) }
             .map_err(|e| compile_err(format!("{e:#}")))?;
         Ok((component, Provenance::Compiled))

@@ -12,6 +12,7 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 
 use super::bindings::v0_1;
 use super::cache::CompiledCache;
+use super::compile::{CompileBudget, Compiler};
 use super::state::State;
 
 /// Interval of the epoch ticker: the granularity of call deadlines. Spin uses 10 ms as well;
@@ -31,6 +32,11 @@ pub struct RuntimeConfig {
     pub max_memory: usize,
     /// How a used instance's memory is made pristine again for the next one.
     pub memory_reset: MemoryReset,
+    /// Where components are compiled. Default [`Compiler::InProcess`]; the `reconhost` binary
+    /// uses [`Compiler::Worker`].
+    pub compiler: Compiler,
+    /// Bounds on compiling one component.
+    pub compile_budget: CompileBudget,
 }
 
 /// How the pooling allocator returns a used instance's linear memory to its initial contents.
@@ -86,6 +92,8 @@ impl Default for RuntimeConfig {
             max_instances: 256,
             max_memory: 1 << 30,
             memory_reset: MemoryReset::Auto,
+            compiler: Compiler::InProcess,
+            compile_budget: CompileBudget::default(),
         }
     }
 }
@@ -97,6 +105,7 @@ pub struct Runtime {
     pub(super) linker: Arc<Linker<State>>,
     pub(super) cache: CompiledCache,
     pub(super) ticker: Arc<Ticker>,
+    pub(super) compiler: Arc<(Compiler, CompileBudget)>,
 }
 
 /// Failure to set up the engine itself.
@@ -128,6 +137,7 @@ impl Runtime {
             linker: Arc::new(linker),
             cache,
             ticker,
+            compiler: Arc::new((config.compiler, config.compile_budget)),
         })
     }
 
@@ -135,6 +145,18 @@ impl Runtime {
     pub fn cache(&self) -> &CompiledCache {
         &self.cache
     }
+
+    /// The bounds on compiling one component.
+    pub fn compile_budget(&self) -> &CompileBudget {
+        &self.compiler.1
+    }
+}
+
+/// The engine of a compile worker: the host's settings without the pooling allocator (which
+/// compiled code does not depend on), so what it compiles loads in the host.
+pub(super) fn worker_engine() -> Result<Engine, EngineError> {
+    Engine::new(&engine_config(&RuntimeConfig::default(), false))
+        .map_err(|e| EngineError(format!("{e:#}")))
 }
 
 fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
@@ -278,6 +300,18 @@ impl Drop for Running<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workers_code_should_be_compatible_with_the_hosts_engine() {
+        use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+        let key = |engine: &Engine| {
+            let mut hasher = DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut hasher);
+            hasher.finish()
+        };
+        let host = Engine::new(&engine_config(&RuntimeConfig::default(), true)).unwrap();
+        assert_eq!(key(&worker_engine().unwrap()), key(&host));
+    }
 
     #[test]
     fn the_epoch_advances_only_while_guest_code_may_run() {

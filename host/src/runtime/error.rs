@@ -28,6 +28,18 @@ pub enum LoadError {
         /// wasmtime's explanation.
         message: String,
     },
+    /// Compiling the component would take more than the host allows: too many functions, too
+    /// large a function, or the compiler process ran out of its memory, CPU or time budget.
+    /// The same bytes fail the same way again, so the host does not retry them.
+    #[error("compiling plugin {origin} (sha256 {digest}) was stopped: {what}")]
+    OverBudget {
+        /// Where the component came from.
+        origin: String,
+        /// Its sha256.
+        digest: String,
+        /// Which bound it hit, with the bound.
+        what: String,
+    },
     /// The component was built for a contract version this host does not implement.
     #[error(
         "plugin {origin} uses contract {found}, which this host does not implement (it implements {supported})"

@@ -108,10 +108,14 @@ impl Plugin {
         warm: usize,
     ) -> Result<Self, LoadError> {
         let digest = sha256_hex(bytes);
-        let (component, provenance) =
-            runtime
-                .cache
-                .load_or_compile(&runtime.engine, origin, &digest, bytes)?;
+        let (compiler, budget) = &*runtime.compiler;
+        let (component, provenance) = runtime.cache.load_or_compile(
+            &runtime.engine,
+            (compiler, budget),
+            origin,
+            &digest,
+            bytes,
+        )?;
         Self::from_component(runtime, origin, digest, component, provenance, limits, warm)
     }
 

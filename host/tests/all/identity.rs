@@ -364,9 +364,12 @@ async fn rbac_should_be_derived_from_what_the_plugin_declares() {
                 plural,
             ),
         );
-        api.delete("reconhost-plugin-probe", &DeleteParams::default())
-            .await
-            .expect("removing what --rbac applied");
+        api.delete(
+            "reconhost:plugin:probe.test.reconhost.dev",
+            &DeleteParams::default(),
+        )
+        .await
+        .expect("removing what --rbac applied");
     }
     // The host's share, which an installed chart would aggregate into its own role.
     kube::Api::<kube::api::DynamicObject>::all_with(
@@ -376,7 +379,10 @@ async fn rbac_should_be_derived_from_what_the_plugin_declares() {
             "clusterroles",
         ),
     )
-    .delete("reconhost-host-probe", &DeleteParams::default())
+    .delete(
+        "reconhost:host:probe.test.reconhost.dev",
+        &DeleteParams::default(),
+    )
     .await
     .expect("removing the host's ClusterRole --rbac applied");
 }

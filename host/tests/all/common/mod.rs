@@ -118,7 +118,31 @@ impl World {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Host {
-        let options = HostOptions {
+        let options = self.host_options(kubeconfig, namespace, plugins, env, args);
+        Host::start(&options)
+            .await
+            .unwrap_or_else(|e| panic!("starting the host: {e}"))
+    }
+
+    /// A host for ReconcilePlugins in all namespaces, held with what it starts to `memory`
+    /// bytes (a cgroup, as a container's limit).
+    pub async fn host_limited(&self, memory: u64, args: &[&str]) -> Host {
+        let mut options = self.host_options(self.cluster.kubeconfig(), "", &[], &[], args);
+        options.memory_limit = Some(memory);
+        Host::start(&options)
+            .await
+            .unwrap_or_else(|e| panic!("starting the host: {e}"))
+    }
+
+    fn host_options(
+        &self,
+        kubeconfig: &std::path::Path,
+        namespace: &str,
+        plugins: &[&str],
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> HostOptions {
+        HostOptions {
             binary: PathBuf::from(env!("CARGO_BIN_EXE_reconhost")),
             kubeconfig: kubeconfig.to_owned(),
             namespace: namespace.to_owned(),
@@ -129,10 +153,8 @@ impl World {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-        };
-        Host::start(&options)
-            .await
-            .unwrap_or_else(|e| panic!("starting the host: {e}"))
+            memory_limit: None,
+        }
     }
 
     /// The API of a kind in this namespace.
