@@ -376,9 +376,9 @@ fn parse_period(text: &str) -> Result<Duration, String> {
 /// and `render`; `plugin` commands compile under the defaults.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CompileArgs {
-    /// Memory one plugin's compilation may use, in MiB. Keep it, plus the host's own, under the
-    /// container's memory limit.
-    #[arg(long, default_value_t = 384, value_parser = clap::value_parser!(u64).range(16..))]
+    /// Memory one plugin's compilation may use, in MiB (real plugins need about 400). Keep it,
+    /// plus the host's own, under the container's memory limit.
+    #[arg(long, default_value_t = 768, value_parser = clap::value_parser!(u64).range(16..))]
     pub max_compile_memory_mib: u64,
     /// CPU time one plugin's compilation may use. Go duration syntax.
     #[arg(long, default_value = "120s", value_parser = parse_period)]

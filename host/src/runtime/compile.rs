@@ -47,19 +47,21 @@ pub enum Compiler {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompileBudget {
     /// Heap and anonymous memory of the compiler process (`RLIMIT_DATA`), in bytes. Default
-    /// 384 MiB: the largest plugin measured (Python's `webapp`, 18.7 MB) peaks at about a third
-    /// of that.
+    /// 768 MiB: Cranelift needs about 400 MiB for any real plugin (measured: Rust `webapp`
+    /// 432 MiB, Python's 392, TypeScript's 400; the peak follows the largest functions in
+    /// flight more than the component's size), so this leaves room for larger ones while a
+    /// compile bomb stops well short of what would hurt a 1 GiB container.
     pub memory: u64,
-    /// CPU time of the compiler process (`RLIMIT_CPU`). Default 120 s: the Python plugin takes
-    /// about 5 s of wall time on two cores.
+    /// CPU time of the compiler process (`RLIMIT_CPU`). Default 120 s: the largest plugins
+    /// measured take 7–8 s of CPU (4–5 s of wall time on two cores).
     pub cpu: Duration,
     /// Wall-clock time before the compiler process is killed. Default 180 s.
     pub wall: Duration,
     /// Most functions in all of a component's core modules together. Default 100,000 (the
-    /// Python plugin has about 12,000).
+    /// Python plugin has 13,359).
     pub max_functions: u32,
     /// Largest single function body, in bytes. Default 1 MiB (the Python plugin's largest is
-    /// about 100 KiB: CPython's interpreter loop).
+    /// 417 KiB).
     pub max_function_bytes: u32,
 }
 
@@ -90,7 +92,7 @@ impl Compiler {
 impl Default for CompileBudget {
     fn default() -> Self {
         Self {
-            memory: 384 << 20,
+            memory: 768 << 20,
             cpu: Duration::from_secs(120),
             wall: Duration::from_secs(180),
             max_functions: 100_000,

@@ -17,7 +17,7 @@ use common::plugins::{INSTALL, cond, digest_of, exclusive, has};
 use common::{CONVERGE, World, get, plugin, synced};
 
 /// The chart's memory limit for the host's container (deploy/charts/reconhost/values.yaml).
-const CHART_MEMORY: u64 = 512 << 20;
+const CHART_MEMORY: u64 = 1 << 30;
 
 const STAMP: [&str; 2] = ["test.reconhost.dev/v1", "Stamp"];
 const STAMP_RP: &str = "stamp.test.reconhost.dev";
@@ -193,7 +193,6 @@ async fn a_compile_bomb_should_fail_its_own_plugin_and_not_be_compiled_again_aft
     assert!(message.contains("over the cap"), "{message}");
     let mut host = host;
     host.check_alive().expect("the host survived");
-    drop(host);
     world.uninstall(STAMP_RP).await;
     world.uninstall(WEBAPP_RP).await;
 }
@@ -300,14 +299,14 @@ async fn install_rbac_should_overwrite_nothing_it_did_not_create_for_this_plugin
         .expect("removing the foreign role");
 
     // A plugin name another ReconcilePlugin already runs: refused before any RBAC is written.
-    let decoy = "decoy.test.reconhost.dev";
-    let mut rp = world.reconcile_plugin(
+    // (No host runs here: the decoy's status is written by hand, as a host would.)
+    let decoy = STAMP_RP;
+    let rp = world.reconcile_plugin(
         decoy,
-        ["test.reconhost.dev/v1", "Stamp"],
+        STAMP,
         &digest_of(&plugin("lifecycle-v1")),
         world.config_map_source("stamp"),
     );
-    rp["metadata"]["name"] = json!(decoy);
     world.apply_plugin(&rp).await;
     plugins
         .patch_status(
@@ -321,7 +320,7 @@ async fn install_rbac_should_overwrite_nothing_it_did_not_create_for_this_plugin
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the install went ahead");
     assert!(
-        stderr.contains("already runs as ReconcilePlugin decoy.test.reconhost.dev"),
+        stderr.contains("already runs as ReconcilePlugin stamp.test.reconhost.dev"),
         "{stderr}"
     );
     assert!(
