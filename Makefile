@@ -25,7 +25,7 @@ STATIC := $(STATIC_DIR)/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
-.PHONY: run test test-faults build test-build test-tools plugins bench bench-converge bench-fleet bench-scale bench-install bench-languages image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test test-faults build test-build plugins bench bench-converge bench-fleet bench-scale bench-install bench-languages image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -33,7 +33,7 @@ run: tools build
 	@RECONHOST=$(RECONHOST) CLUSTER=$(CLUSTER) PLUGIN_DIR=$(PLUGIN_DIR) bash scripts/demo.sh
 
 ## test: build everything (the image too), start a private control plane, run every test, stop it
-test: test-tools test-build image
+test: tools test-build image
 	cd plugins && $(CARGO) test $(EXAMPLE_CRATES)
 	bash plugins/python/test.sh
 	bash plugins/js/test.sh
@@ -60,12 +60,8 @@ bench-converge: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench converge
 
-## tools: the Go-built tools, each once into a version-keyed cache: the control plane (with kube-scheduler and kwok for `make run`), the OCI tools, helm, toxiproxy
-tools: test-tools
-	@bash tools/k8s/build.sh run >/dev/null
-
-## test-tools: the Go-built tools the tests use (the control plane without kube-scheduler and kwok)
-test-tools:
+## tools: the Go-built tools, each once into a version-keyed cache: the control plane (kube-scheduler and kwok too: `reconhost-cluster up` runs them), the OCI tools, helm, toxiproxy
+tools:
 	@bash tools/k8s/build.sh >/dev/null
 	@bash tools/oci/build.sh >/dev/null
 	@bash tools/helm/build.sh >/dev/null
@@ -100,12 +96,12 @@ bench-languages: plugins
 	$(CARGO) bench -p reconhost --bench languages
 
 ## test-faults: the fault-injection suite alone (each scenario starts its own control plane); prints recovery times
-test-faults: test-tools plugins
+test-faults: tools plugins
 	$(STATIC_CARGO) test $(STATIC_FLAGS) -p reconhost --test all -- faults:: --nocapture
 
 ## k8s: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok if missing
 k8s:
-	@bash tools/k8s/build.sh run >/dev/null
+	@bash tools/k8s/build.sh >/dev/null
 
 ## crds: regenerate deploy/crds/ and the chart's crds/ from the Rust types (a test fails when they drift)
 crds:

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local control plane from the Kubernetes Go modules into a version-keyed cache outside
-# the clone: etcd, kube-apiserver, kube-controller-manager and kubectl (what the tests use), and
-# with `build.sh run` also kube-scheduler and kwok (what `make run` adds). A binary already in the
-# cache is not rebuilt, so a warm machine pays nothing; a cold one pays the full compile once.
-#
-#   tools/k8s/build.sh [run]
+# the clone: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok
+# (`reconhost-cluster up`, which `make run` and the harness tests use, runs the scheduler and a
+# fake node). A binary already in the cache is not rebuilt, so a warm machine pays nothing; a cold
+# one pays the full compile once.
 #
 # Prints the cache directory as its last line.
 set -euo pipefail
@@ -31,11 +30,9 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
  -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION \
  -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 
-# The tests need etcd, kube-apiserver, kube-controller-manager and kubectl; `make run` also
-# kube-scheduler and kwok (`build.sh run`). What is missing is built by one `go build`, so
-# packages compile once for all of them and one binary links while another still compiles.
-want=(etcd kube-apiserver kube-controller-manager kubectl)
-[ "${1:-}" = run ] && want+=(kube-scheduler)
+# What is missing is built by one `go build`, so packages compile once for all of them and one
+# binary links while another still compiles.
+want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
 declare -A package=(
   [etcd]=go.etcd.io/etcd/server/v3
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
@@ -62,8 +59,6 @@ if ((${#missing[@]})); then
   rm -rf "$staging"
   echo "built ${missing[*]} in $((SECONDS - start))s" >&2
 fi
-
-[ "${1:-}" = run ] || { echo "$out"; exit 0; }
 
 if [ ! -x "$out/kwok" ]; then
   # kwok is its own module with no replace directives; building it inside ours would force our
