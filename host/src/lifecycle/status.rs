@@ -254,3 +254,62 @@ pub fn over_budget(rp: &ReconcilePlugin, digest: &str, budget: &CompileBudget) -
         })
         .map(|c| Failure::new(Stage::Compile, COMPILE_BUDGET_EXCEEDED, c.message.clone()))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A ReconcilePlugin whose status holds one `Compiled=False` condition.
+    fn with_compiled_failure(reason: &str, message: &str) -> ReconcilePlugin {
+        serde_json::from_value(json!({
+            "apiVersion": "reconhost.dev/v1alpha1", "kind": "ReconcilePlugin",
+            "metadata": {"name": "stamp.test.reconhost.dev"},
+            "spec": {
+                "parent": {"apiVersion": "test.reconhost.dev/v1", "kind": "Stamp"},
+                "source": {"digest": "sha256:abc", "configMap": {"namespace": "p", "name": "c"}},
+                "serviceAccountRef": {"namespace": "p", "name": "sa"},
+            },
+            "status": {"conditions": [{
+                "type": "Compiled", "status": "False", "reason": reason, "message": message,
+                "lastTransitionTime": "2026-12-05T00:00:00Z",
+            }]},
+        }))
+        .expect("a ReconcilePlugin")
+    }
+
+    #[test]
+    fn a_failure_over_the_same_budget_for_the_same_digest_should_be_returned_as_recorded() {
+        let budget = CompileBudget::default();
+        let message = format!(
+            "compiling plugin x (sha256 abc) was stopped: compiling needed more than 768 MiB ({})",
+            budget.describe()
+        );
+        let rp = with_compiled_failure(COMPILE_BUDGET_EXCEEDED, &message);
+        let failure = over_budget(&rp, "abc", &budget).expect("the recorded failure");
+        assert_eq!(
+            failure.message, message,
+            "the same words, so nothing is rewritten"
+        );
+        assert_eq!(failure.stage, Stage::Compile);
+
+        assert!(
+            over_budget(&rp, "def", &budget).is_none(),
+            "another digest compiles"
+        );
+        let larger = CompileBudget {
+            memory: 2 << 30,
+            ..CompileBudget::default()
+        };
+        assert!(
+            over_budget(&rp, "abc", &larger).is_none(),
+            "a larger budget tries again"
+        );
+        let other = with_compiled_failure("CompileFailed", &message);
+        assert!(
+            over_budget(&other, "abc", &budget).is_none(),
+            "only budget failures"
+        );
+    }
+}
