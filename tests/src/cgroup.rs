@@ -66,7 +66,7 @@ impl MemoryLimit {
             .unwrap_or(0)
     }
 
-    /// The most memory the cgroup has held at once, in bytes (v1 only; 0 elsewhere).
+    /// The most memory the cgroup has held at once, in bytes (0 where the kernel does not say).
     pub fn peak(&self) -> u64 {
         let file = if self.v2 {
             "memory.peak"
