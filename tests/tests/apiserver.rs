@@ -122,17 +122,19 @@ async fn crd_should_become_established_and_served() {
         .expect("accepted names of an established CRD");
     assert_eq!(names.kind, "Widget");
     assert_eq!(names.plural, "widgets");
-    let resources = client
-        .list_api_group_resources("test.reconhost.dev/v1")
-        .await
-        .expect("discovery of the new group");
-    assert!(
+    // Discovery follows `Established` by a moment (seen in a cold CI run): ask until it shows.
+    eventually(Duration::from_secs(30), "widgets in discovery", || async {
+        let resources = client
+            .list_api_group_resources("test.reconhost.dev/v1")
+            .await
+            .ok()?;
         resources
             .resources
             .iter()
-            .any(|r| r.name == "widgets" && r.namespaced),
-        "widgets missing from discovery: {resources:?}"
-    );
+            .any(|r| r.name == "widgets" && r.namespaced)
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
