@@ -24,10 +24,16 @@ kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
 # grants what the plugin declares it needs (reconhost plugin rbac shows that).
 kubectl create namespace reconhost-plugins --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply --server-side -f deploy/policies/ >/dev/null
-"$RECONHOST" plugin install "$PLUGIN_DIR/webapp.wasm" --rbac \
-  --configmap reconhost-plugins/webapp --service-account reconhost-plugins/webapp
+# The demo's parents live in namespace default, so that is where each grant is bound; webapp
+# makes Deployments (workloads: a dangerous grant, said and allowed here), and namespace-defaults
+# writes quotas into every namespace it selects (so its grant is cluster-wide).
+"$RECONHOST" plugin install "$PLUGIN_DIR/webapp.wasm" --rbac --parent-namespace default \
+  --allow-dangerous --configmap reconhost-plugins/webapp \
+  --service-account reconhost-plugins/webapp
 for plugin in configmap-generator merged-config archiver namespace-defaults; do
-  "$RECONHOST" plugin install "$PLUGIN_DIR/$plugin.wasm" --rbac \
+  scope=(--parent-namespace default)
+  [ "$plugin" = namespace-defaults ] && scope=(--cluster-wide)
+  "$RECONHOST" plugin install "$PLUGIN_DIR/$plugin.wasm" --rbac "${scope[@]}" \
     --oci "$registry/plugins/$plugin:0.1.0" --insecure-registry "$registry" \
     --service-account "reconhost-plugins/$plugin"
 done

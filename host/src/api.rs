@@ -87,6 +87,20 @@ pub struct ReconcilePluginSpec {
     /// left in place). Unset: every parent of the kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_selector: Option<LabelSelector>,
+    /// Only parents in these namespaces are reconciled; the others are not written to at all,
+    /// as with `parentSelector`. `reconhost plugin install --rbac` sets it to the namespaces it
+    /// bound the plugin's grant in, so that the plugin is called only for parents it may act on.
+    /// It does not filter a cluster-scoped parent kind (its grant still bounds where its
+    /// children go). Unset: every namespace (the host's `--namespace` still applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 256),
+        inner(
+            length(min = 1, max = 63),
+            regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+        )
+    )]
+    pub namespaces: Option<Vec<String>>,
 }
 
 /// One ReconcilePlugin per parent kind: the name is the kind in lower case, a dot and the group

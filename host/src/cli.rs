@@ -83,9 +83,40 @@ pub enum PluginCommand {
     Manifest(InstallArgs),
     /// Only upload the component to an OCI registry; print its digest.
     Push(PushArgs),
-    /// Print the ClusterRole and ClusterRoleBinding the plugin's ServiceAccount needs, and the
-    /// ClusterRole that lets the host watch the plugin's kinds, from what the plugin declares (resolved through the cluster's discovery).
+    /// Print the RBAC the plugin's ServiceAccount needs (a ClusterRole bound where its parents
+    /// live) and the ClusterRole that lets the host watch the plugin's kinds, from what the
+    /// plugin declares (resolved through the cluster's discovery).
     Rbac(RbacArgs),
+    /// Say what a component is and will ask for, before anything is applied: its name,
+    /// version, contract and kinds, the RBAC it needs with the dangerous grants named, its size,
+    /// and what compiling it costs.
+    Inspect(InspectArgs),
+    /// Delete a ReconcilePlugin, wait for the host to release it, then remove what `install`
+    /// created for it: its RBAC, its ConfigMap source, its ServiceAccount.
+    Uninstall(UninstallArgs),
+}
+
+/// Where a plugin's grant applies, and what the installer consents to.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct GrantArgs {
+    /// A namespace the plugin's parents live in (repeatable, or comma-separated): its grant is
+    /// bound there only (a RoleBinding each), and its ReconcilePlugin reconciles parents there
+    /// only (`spec.namespaces`). With `--rbac` and without this or `--cluster-wide`: the
+    /// kubeconfig context's namespace.
+    #[arg(
+        long = "parent-namespace",
+        value_name = "NAMESPACE",
+        value_delimiter = ','
+    )]
+    pub parent_namespaces: Vec<String>,
+    /// Grant in every namespace (a ClusterRoleBinding) and reconcile parents everywhere.
+    #[arg(long, conflicts_with = "parent_namespaces")]
+    pub cluster_wide: bool,
+    /// Grant rights that reach past reconciling (Secrets, workloads, RBAC, ServiceAccounts,
+    /// Namespaces, Leases, webhooks, CRDs, ReconcilePlugins). Without it they are listed and
+    /// nothing is granted.
+    #[arg(long)]
+    pub allow_dangerous: bool,
 }
 
 /// Arguments of `reconhost plugin rbac`.
@@ -96,6 +127,45 @@ pub struct RbacArgs {
     /// The ServiceAccount the plugin acts as (`namespace/name`).
     #[arg(long, value_name = "NAMESPACE/NAME")]
     pub service_account: String,
+    /// Where, and what.
+    #[command(flatten)]
+    pub grant: GrantArgs,
+    /// Path to a kubeconfig. Default: $KUBECONFIG, ~/.kube/config, in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// Arguments of `reconhost plugin inspect`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InspectArgs {
+    /// The component: a file (.wasm), or an OCI reference (`registry/repository:tag`).
+    pub source: String,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = InspectFormat::Text)]
+    pub output: InspectFormat,
+    /// How to reach the registry.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// Output formats of `plugin inspect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InspectFormat {
+    /// For people.
+    Text,
+    /// JSON.
+    Json,
+}
+
+/// Arguments of `reconhost plugin uninstall`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UninstallArgs {
+    /// The ReconcilePlugin (`kubectl get rp`).
+    pub name: String,
+    /// How long to wait for the host to release the ReconcilePlugin (it first releases every
+    /// parent). Go duration syntax.
+    #[arg(long, default_value = "2m", value_parser = parse_period)]
+    pub timeout: Duration,
     /// Path to a kubeconfig. Default: $KUBECONFIG, ~/.kube/config, in-cluster.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -132,10 +202,17 @@ pub struct InstallArgs {
     /// with (for --oci).
     #[arg(long, requires = "oci")]
     pub pull_secret: Option<String>,
-    /// Also apply the ClusterRoles and ClusterRoleBinding the plugin needs (`reconhost plugin
-    /// rbac`), and create the ServiceAccount if it is missing.
+    /// Also apply the RBAC the plugin needs (`reconhost plugin rbac`), and create the
+    /// ServiceAccount if it is missing.
     #[arg(long)]
     pub rbac: bool,
+    /// Where the plugin's grant applies, and what is consented to.
+    #[command(flatten)]
+    pub grant: GrantArgs,
+    /// With `--rbac`, over an earlier install: grant what the new component asks for beyond
+    /// what was granted before. Without it the difference is listed and nothing is changed.
+    #[arg(long)]
+    pub approve_new_grants: bool,
     /// How to reach the registry.
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -279,6 +356,11 @@ pub struct RunArgs {
     /// Parents all plugins together may reconcile at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_total_reconciles: u16,
+    /// Guest memory all plugins' calls may hold at once, in MiB: each call reserves its
+    /// plugin's memory limit from it and waits while it is taken. `0`: half the container's
+    /// memory limit (its cgroup's), or no bound without one.
+    #[arg(long, default_value_t = 0)]
+    pub max_guest_memory_mib: u64,
     /// Seconds in-flight reconciles get to finish after SIGTERM before the host exits anyway.
     #[arg(long, default_value_t = 30)]
     pub graceful_shutdown_seconds: u64,

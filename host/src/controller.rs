@@ -24,6 +24,8 @@ pub mod applier;
 pub mod deps;
 pub mod fight;
 pub mod generation;
+pub mod guest_memory;
+pub mod pace;
 pub mod permanent;
 pub mod queue;
 pub mod reconciler;
@@ -68,6 +70,10 @@ pub struct Context {
     /// Whether this replica leads (always, without leader election): worker pools run only
     /// while it does; caches and generations are kept either way.
     pub leading: tokio::sync::watch::Receiver<bool>,
+    /// Namespaces no plugin's child may be written in: the host's own and its Lease's.
+    pub protected_namespaces: std::collections::BTreeSet<String>,
+    /// The guest memory all calls together may hold.
+    pub guest_memory: guest_memory::GuestMemory,
 }
 
 /// The controller of one parent kind.

@@ -9,9 +9,11 @@
 //!   read is allowed only where the ServiceAccount could read through the API server, as
 //!   [`access`] finds out with SubjectAccessReviews (cached).
 //! - [`rbac`] derives what a plugin needs from what it declares, for `reconhost plugin rbac` and
-//!   for the `Authorized` condition.
+//!   for the `Authorized` condition, and says which of it is dangerous; [`grant`] makes the RBAC
+//!   objects that grant it where the plugin's parents live.
 
 pub mod access;
+pub mod grant;
 pub mod rbac;
 
 use std::fmt;

@@ -266,13 +266,16 @@ impl Lifecycle {
             &rp.spec.service_account_ref.namespace,
             &rp.spec.service_account_ref.name,
         );
-        let account_exists = match self.account_exists(&identity).await {
-            Ok(exists) => exists,
+        // Without its account, or without the host's right to act as it, the plugin does not
+        // act: the same failure, on the ReconcilePlugin, either way.
+        let account_failure = match self.account(&identity).await {
+            Ok(failure) => failure,
             Err(error) => {
                 warn!(plugin = name, %error, "looking up the ServiceAccount failed; retrying");
                 return Next::Retry;
             }
         };
+        let account_exists = account_failure.is_none();
         let fingerprint = fingerprint(&rp);
         let current = self
             .installed
@@ -281,7 +284,7 @@ impl Lifecycle {
             .get(name)
             .map(|i| (i.fingerprint, i.plugin.clone()));
         let failure = match current {
-            _ if !account_exists => Some(Failure::no_account(&identity.to_string())),
+            _ if !account_exists => account_failure.clone(),
             Some((f, _)) if f == fingerprint => None,
             current => self
                 .install(name, &rp, &identity, fingerprint, current.map(|(_, p)| p))
@@ -312,10 +315,13 @@ impl Lifecycle {
             .lock()
             .expect("lifecycle lock poisoned")
             .insert(name.to_owned(), state);
-        let authorized = if !account_exists {
-            status::Authorized::NoServiceAccount(Failure::no_account(&identity.to_string()).message)
+        let authorized = if let Some(failure) = &account_failure {
+            status::Authorized::NoAccount {
+                reason: failure.reason,
+                message: failure.message.clone(),
+            }
         } else if serving.is_some() {
-            status::Authorized::Denied(self.denied(name, &identity).await)
+            status::Authorized::Denied(self.denied(name, &rp, &identity).await)
         } else {
             status::Authorized::Unknown
         };
@@ -359,20 +365,41 @@ impl Lifecycle {
         }
     }
 
-    async fn account_exists(&self, identity: &Identity) -> Result<bool, kube::Error> {
+    /// Why the plugin cannot act as its ServiceAccount, if it cannot: the host may not
+    /// impersonate it (asked of the API server, as the host), or it does not exist.
+    async fn account(&self, identity: &Identity) -> Result<Option<Failure>, kube::Error> {
+        let who = identity.to_string();
+        let may_impersonate = crate::identity::access::self_may(
+            &self.client,
+            &Question::new("impersonate", "", "serviceaccounts", &identity.namespace),
+            &identity.name,
+        )
+        .await?;
+        if !may_impersonate {
+            return Ok(Some(Failure::cannot_impersonate(&who)));
+        }
         let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &identity.namespace);
-        Ok(api.get_metadata_opt(&identity.name).await?.is_some())
+        match api.get_metadata_opt(&identity.name).await {
+            Ok(Some(_)) => Ok(None),
+            Ok(None) => Ok(Some(Failure::no_account(&who))),
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                Ok(Some(Failure::cannot_impersonate(&who)))
+            }
+            Err(e) => Err(e),
+        }
     }
 
-    /// What of what the serving plugin needs its ServiceAccount may not do (answers cached).
-    async fn denied(&self, name: &str, identity: &Identity) -> Vec<Question> {
+    /// What of what the serving plugin needs its ServiceAccount may not do (answers cached):
+    /// asked in each namespace it reconciles parents in.
+    async fn denied(&self, name: &str, rp: &ReconcilePlugin, identity: &Identity) -> Vec<Question> {
         let Some(generation) = self.supervisor.controller(name).and_then(|c| c.current()) else {
             return Vec::new();
         };
         let (parent, children, reads) = generation.kinds();
         let mut denied = Vec::new();
         let rules = rbac::rules(&parent, &children, &reads);
-        for question in rbac::questions(&rules, self.namespace.as_deref()) {
+        let namespaces = spec::namespaces_asked(rp, self.namespace.as_deref());
+        for question in rbac::questions(&rules, &namespaces) {
             match self.access.check(identity, &question).await {
                 Ok(d) if d.allowed => {}
                 Ok(_) => denied.push(question),
@@ -447,6 +474,7 @@ impl Lifecycle {
                 .map_or(self.defaults.concurrency, usize::from),
             identity: Some(identity.clone()),
             parent_selector: spec::selector_of(rp)?,
+            parent_namespaces: spec::namespaces_of(rp),
         };
         self.supervisor
             .apply(name, spec)

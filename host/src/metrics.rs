@@ -69,6 +69,7 @@ pub struct Metrics {
     applies: Family<Labels, Counter>,
     api_errors: Family<Labels, Counter>,
     fights: Family<Labels, Counter>,
+    paced: Family<Labels, Counter>,
     contested: Family<Labels, Gauge>,
     rest_requests: Family<Labels, Counter>,
     swaps: Family<Labels, Counter>,
@@ -119,6 +120,7 @@ impl Metrics {
             applies: Family::default(),
             api_errors: Family::default(),
             fights: Family::default(),
+            paced: Family::default(),
             contested: Family::default(),
             rest_requests: Family::default(),
             swaps: Family::default(),
@@ -226,6 +228,11 @@ impl Metrics {
             m.fights.clone(),
         );
         r.register(
+            "reconhost_writes_paced",
+            "Reconciles whose writes waited because the plugin or the parent wrote too often",
+            m.paced.clone(),
+        );
+        r.register(
             "reconhost_contested_children",
             "Children whose fight breaker has tripped and not yet closed",
             m.contested.clone(),
@@ -320,6 +327,7 @@ impl Metrics {
             applies: self.applies.clone(),
             api_errors: self.api_errors.clone(),
             fights: self.fights.get_or_create_owned(&p),
+            paced: self.paced.get_or_create_owned(&p),
             contested: self.contested.get_or_create_owned(&p),
         }
     }
@@ -465,6 +473,7 @@ pub struct PluginMetrics {
     applies: Family<Labels, Counter>,
     api_errors: Family<Labels, Counter>,
     fights: Counter,
+    paced: Counter,
     contested: Gauge,
 }
 
@@ -498,6 +507,11 @@ impl PluginMetrics {
     /// Counts a trip of the fight breaker.
     pub fn fight(&self) {
         self.fights.inc();
+    }
+
+    /// Counts a reconcile whose writes had to wait for the write pace.
+    pub fn paced(&self) {
+        self.paced.inc();
     }
 
     /// Sets how many of the plugin's children are contested.

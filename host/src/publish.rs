@@ -1,7 +1,12 @@
-//! `reconhost plugin install | manifest | push`: how a plugin author gets a component into a
-//! cluster. The component is loaded locally first (its `info()` names the parent kind, and a
-//! component that does not load is better refused here than in the cluster), uploaded to a
-//! ConfigMap or an OCI registry, and pinned by digest in its ReconcilePlugin.
+//! `reconhost plugin install | manifest | push | rbac | inspect | uninstall`: how a plugin author gets a
+//! component into a cluster, and out again. The component is loaded locally first (its
+//! `info()` names the parent kind, and a component that does not load is better refused here
+//! than in the cluster), uploaded to a ConfigMap or an OCI registry, and pinned by digest in its
+//! ReconcilePlugin; with `--rbac`, the grant it asks for is checked and applied.
+
+mod grants;
+mod inspect;
+mod uninstall;
 
 use crate::selector::Selector;
 use std::collections::BTreeMap;
@@ -10,7 +15,7 @@ use std::path::Path;
 use anyhow::{Context as _, bail};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use oci_client::secrets::RegistryAuth;
 use serde_json::Value;
 
@@ -18,9 +23,9 @@ use crate::api::{
     Compression, ConfigMapSource, LocalObjectRef, OciSource, ParentRef, ReconcilePlugin,
     ReconcilePluginSpec, ServiceAccountRef, Source, plugin_resource_name,
 };
-use crate::cache::informers::resolve;
 use crate::cli::{InstallArgs, PluginCommand, PushArgs, RegistryArgs};
 use crate::identity::Identity;
+use crate::identity::grant::{self, Changes, FOR_RECONCILE_PLUGIN, Scope};
 use crate::runtime::{Limits, Plugin, Runtime, RuntimeConfig, sha256_hex};
 use crate::source::configmap::{CONFIGMAP_LIMIT, USE_OCI, gzip};
 use crate::source::oci::Registry;
@@ -40,7 +45,7 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<String> {
     match command {
         PluginCommand::Push(args) => push(&args).await,
         PluginCommand::Manifest(args) => {
-            let planned = plan(&args).await?;
+            let planned = plan(&args, None).await?;
             let mut out = String::new();
             if let Some(cm) = &planned.config_map {
                 out.push_str(&serde_saphyr::to_string(cm)?);
@@ -62,60 +67,57 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<String> {
                 .with_context(|| format!("reading plugin {}", args.file.display()))?;
             let plugin = load(&args.file, bytes).await?;
             let account = split_ref(&args.service_account, "--service-account")?;
-            let objects = rbac(&client, &plugin, &Identity::new(account.0, account.1)).await?;
-            let mut out = String::new();
-            for object in objects {
+            let rp = plugin_resource_name(&plugin.info().parent);
+            let scope = grants::scope(&args.grant, client.default_namespace());
+            let who = Identity::new(account.0, account.1);
+            let planned = grants::plan(&client, &plugin, &rp, &who, scope).await?;
+            grants::refuse_dangers(&planned, &plugin.info().name, args.grant.allow_dangerous)?;
+            let mut out = format!(
+                "# RBAC for plugin {} as ReconcilePlugin {rp}, acting as {who}, granted in {}\n",
+                plugin.info().name,
+                planned.scope
+            );
+            for danger in &planned.dangers {
+                out.push_str(&format!("# DANGEROUS: {danger}\n"));
+            }
+            for object in planned.objects {
                 out.push_str("---\n");
                 out.push_str(&serde_saphyr::to_string(&object)?);
             }
             Ok(out)
         }
+        PluginCommand::Uninstall(args) => uninstall::run(&args).await,
+        PluginCommand::Inspect(args) => inspect::run(&args).await,
     }
-}
-
-/// The ClusterRole and binding `plugin` needs, its kinds resolved through `client`'s discovery,
-/// named for the ReconcilePlugin it is installed as.
-async fn rbac(
-    client: &kube::Client,
-    plugin: &Plugin,
-    who: &Identity,
-) -> anyhow::Result<Vec<Value>> {
-    let info = plugin.info();
-    let resolve = |kind: &crate::model::KindRef| {
-        let kind = kind.clone();
-        async move {
-            resolve(client, &kind).await.with_context(|| {
-                format!("the API server does not serve {kind}, which the plugin declares: install its CRD first")
-            })
-        }
-    };
-    let parent = resolve(&info.parent).await?;
-    let mut children = Vec::new();
-    for kind in &info.children {
-        children.push(resolve(kind).await?);
-    }
-    let mut reads = Vec::new();
-    for kind in &info.reads {
-        reads.push(resolve(kind).await?);
-    }
-    use crate::identity::rbac;
-    Ok(rbac::manifests(
-        &plugin_resource_name(&info.parent),
-        &info.name,
-        who,
-        &rbac::rules(&parent, &children, &reads),
-        &rbac::host_rules(&parent, &children, &reads),
-    ))
 }
 
 /// What `install` applies.
 struct Planned {
     plugin: ReconcilePlugin,
+    /// The component, loaded.
+    component: Plugin,
     config_map: Option<ConfigMap>,
     bytes: Vec<u8>,
 }
 
-async fn plan(args: &InstallArgs) -> anyhow::Result<Planned> {
+/// The ReconcilePlugin's `spec.namespaces`: where its grant is bound. Named namespaces, or
+/// with `--rbac` (unless `--cluster-wide`) the kubeconfig's namespace; else unset.
+fn namespaces(args: &InstallArgs, default_namespace: Option<&str>) -> Option<Vec<String>> {
+    let default = match default_namespace {
+        Some(ns) if args.rbac => ns,
+        // Without a grant to match, only what is named.
+        _ if args.grant.parent_namespaces.is_empty() => return None,
+        _ => "",
+    };
+    match grants::scope(&args.grant, default) {
+        Scope::ClusterWide => None,
+        Scope::Namespaces(list) => Some(list),
+    }
+}
+
+/// What `install` (or `manifest`) would apply; `default_namespace` is the kubeconfig's, when a
+/// cluster is at hand.
+async fn plan(args: &InstallArgs, default_namespace: Option<&str>) -> anyhow::Result<Planned> {
     let bytes = std::fs::read(&args.file)
         .with_context(|| format!("reading plugin {}", args.file.display()))?;
     let account = split_ref(&args.service_account, "--service-account")?;
@@ -125,9 +127,10 @@ async fn plan(args: &InstallArgs) -> anyhow::Result<Planned> {
         Some(_) => Some(for_config_map(&args.file, &bytes)?),
         None => None,
     };
-    let plugin = load(&args.file, bytes.clone()).await?;
-    let info = plugin.info();
+    let component = load(&args.file, bytes.clone()).await?;
+    let info = component.info();
     let digest = format!("sha256:{}", sha256_hex(&bytes));
+    let rp_name = plugin_resource_name(&info.parent);
     let config: Option<Value> = match &args.config {
         Some(text) => Some(serde_json::from_str(text).context("--config is not JSON")?),
         None => None,
@@ -154,6 +157,11 @@ async fn plan(args: &InstallArgs) -> anyhow::Result<Planned> {
                 labels: Some(BTreeMap::from([(
                     "app.kubernetes.io/managed-by".to_owned(),
                     CLI_FIELD_MANAGER.to_owned(),
+                )])),
+                // `plugin uninstall` deletes what carries it.
+                annotations: Some(BTreeMap::from([(
+                    FOR_RECONCILE_PLUGIN.to_owned(),
+                    rp_name.clone(),
                 )])),
                 ..ObjectMeta::default()
             },
@@ -195,10 +203,12 @@ async fn plan(args: &InstallArgs) -> anyhow::Result<Planned> {
             .as_ref()
             .filter(|s| !s.is_empty())
             .map(Selector::to_label_selector),
+        namespaces: namespaces(args, default_namespace),
     };
-    let plugin = ReconcilePlugin::new(&plugin_resource_name(&info.parent), spec);
+    let plugin = ReconcilePlugin::new(&rp_name, spec);
     Ok(Planned {
         plugin,
+        component,
         config_map,
         bytes,
     })
@@ -222,45 +232,31 @@ fn for_config_map(path: &Path, bytes: &[u8]) -> anyhow::Result<(Vec<u8>, Compres
 }
 
 async fn install(args: &InstallArgs) -> anyhow::Result<String> {
-    let planned = plan(args).await?;
+    let client = crate::client::client(args.kubeconfig.as_deref(), None).await?;
+    let planned = plan(args, Some(client.default_namespace())).await?;
+    let params = PatchParams::apply(CLI_FIELD_MANAGER).force();
+    let rp_name = planned.plugin.metadata.name.clone().unwrap_or_default();
     let mut out = String::new();
+    // Everything that can refuse is asked before anything is written or pushed.
+    let rbac = match args.rbac {
+        true => Some(plan_rbac(&client, args, &planned, &rp_name).await?),
+        false => None,
+    };
     if let Some(reference) = &args.oci {
         let digest = registry(&args.registry)
             .push(reference, planned.bytes.clone(), &auth(&args.registry))
             .await?;
         out.push_str(&format!("pushed {reference} ({digest})\n"));
     }
-    let client = crate::client::client(args.kubeconfig.as_deref(), None).await?;
-    let params = PatchParams::apply(CLI_FIELD_MANAGER).force();
-    if args.rbac {
-        let who = Identity::new(
-            &planned.plugin.spec.service_account_ref.namespace,
-            &planned.plugin.spec.service_account_ref.name,
-        );
-        let bytes = planned.bytes.clone();
-        let plugin = load(&args.file, bytes).await?;
-        let rp_name = planned.plugin.metadata.name.clone().unwrap_or_default();
-        // Before anything is written: the plugin's name is its field manager and finalizer, so
-        // it must not be another installed plugin's.
-        name_is_free(&client, &rp_name, &plugin.info().name).await?;
-        let objects = rbac(&client, &plugin, &who).await?;
-        for object in &objects {
-            not_someone_elses(&client, object, &rp_name).await?;
+    if let Some((rbac, _)) = &rbac {
+        for danger in &rbac.dangers {
+            eprintln!("warning: granting, as --allow-dangerous says: {danger}");
         }
-        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &who.namespace);
-        let account = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": who.name, "namespace": who.namespace}});
-        accounts
-            .patch(&who.name, &params, &Patch::Apply(&account))
-            .await
-            .with_context(|| format!("applying ServiceAccount {who}"))?;
-        for object in objects {
-            let (api, kind, name) = rbac_api(&client, &object);
-            api.patch(&name, &params, &Patch::Apply(&object))
-                .await
-                .with_context(|| format!("applying {kind} {name}"))?;
-            out.push_str(&format!("{}/{name} applied\n", kind.to_lowercase()));
+        out.push_str(&service_account(&client, &planned.plugin, &rp_name).await?);
+        for line in grants::apply(&client, &rbac.objects, &params).await? {
+            out.push_str(&format!("{line}\n"));
         }
+        out.push_str(&format!("granted in {}\n", rbac.scope));
     }
     if let Some(cm) = &planned.config_map {
         let namespace = cm.metadata.namespace.as_deref().unwrap_or_default();
@@ -271,37 +267,95 @@ async fn install(args: &InstallArgs) -> anyhow::Result<String> {
             .with_context(|| format!("applying ConfigMap {namespace}/{name}"))?;
         out.push_str(&format!("configmap/{name} applied in {namespace}\n"));
     }
-    let name = planned.plugin.metadata.name.clone().unwrap_or_default();
-    let api: Api<ReconcilePlugin> = Api::all(client);
+    let api: Api<ReconcilePlugin> = Api::all(client.clone());
     match api
-        .patch(&name, &params, &Patch::Apply(&planned.plugin))
+        .patch(&rp_name, &params, &Patch::Apply(&planned.plugin))
         .await
     {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => bail!(
             "the API server does not know ReconcilePlugin: install the CRD first (reconhost crds | kubectl apply -f -)"
         ),
-        Err(e) => return Err(e).with_context(|| format!("applying ReconcilePlugin {name}")),
+        Err(e) => return Err(e).with_context(|| format!("applying ReconcilePlugin {rp_name}")),
     }
     out.push_str(&format!(
-        "reconcileplugin/{name} applied ({}); watch it with: kubectl get rp {name}\n",
+        "reconcileplugin/{rp_name} applied ({}); watch it with: kubectl get rp {rp_name}\n",
         planned.plugin.spec.source.digest
     ));
+    // Narrowed last: by now the ReconcilePlugin no longer reconciles where the grant goes.
+    if let Some((_, changes)) = rbac {
+        for grant in &changes.removed {
+            out.push_str(&format!("no longer granted: {grant}\n"));
+        }
+        for line in grants::delete(&client, changes.stale).await? {
+            out.push_str(&format!("{line}\n"));
+        }
+    }
     Ok(out)
 }
 
-/// The API of an RBAC object `manifests` made, its kind and its name.
-fn rbac_api(client: &kube::Client, object: &Value) -> (Api<DynamicObject>, String, String) {
-    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-    let name = object["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let resource = kube::core::ApiResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", &kind),
-        &format!("{}s", kind.to_lowercase()),
-    );
-    (Api::all_with(client.clone(), &resource), kind, name)
+/// The RBAC an install applies and what it changes over an earlier install, after every check
+/// that can refuse it: the plugin's name is free, no object it would write is someone else's,
+/// dangerous grants are allowed, and what an upgrade adds is approved.
+async fn plan_rbac(
+    client: &kube::Client,
+    args: &InstallArgs,
+    planned: &Planned,
+    rp_name: &str,
+) -> anyhow::Result<(grants::Planned, Changes)> {
+    let account = &planned.plugin.spec.service_account_ref;
+    let who = Identity::new(&account.namespace, &account.name);
+    let info = planned.component.info();
+    // The plugin's name is its field manager and finalizer, so it must not be another
+    // installed plugin's.
+    name_is_free(client, rp_name, &info.name).await?;
+    let scope = grants::scope(&args.grant, client.default_namespace());
+    let rbac = grants::plan(client, &planned.component, rp_name, &who, scope).await?;
+    grants::refuse_dangers(&rbac, &info.name, args.grant.allow_dangerous)?;
+    grants::not_someone_elses(client, &rbac.objects, rp_name).await?;
+    let existing = grants::existing(client, rp_name).await?;
+    let changes = grant::changes(&existing, &rbac.objects);
+    if !existing.is_empty() {
+        grants::refuse_additions(&changes, rp_name, args.approve_new_grants)?;
+    }
+    Ok((rbac, changes))
+}
+
+/// Creates the plugin's ServiceAccount if it is missing, marked as made for ReconcilePlugin
+/// `rp_name` (so that `uninstall` removes it); one that exists is left as it is.
+async fn service_account(
+    client: &kube::Client,
+    plugin: &ReconcilePlugin,
+    rp_name: &str,
+) -> anyhow::Result<String> {
+    let account = &plugin.spec.service_account_ref;
+    let who = format!("{}/{}", account.namespace, account.name);
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), &account.namespace);
+    if api
+        .get_metadata_opt(&account.name)
+        .await
+        .with_context(|| format!("reading ServiceAccount {who}"))?
+        .is_some()
+    {
+        return Ok(String::new());
+    }
+    let object = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(account.name.clone()),
+            namespace: Some(account.namespace.clone()),
+            annotations: Some(BTreeMap::from([(
+                FOR_RECONCILE_PLUGIN.to_owned(),
+                rp_name.to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        ..ServiceAccount::default()
+    };
+    match api.create(&Default::default(), &object).await {
+        Ok(_) => Ok(format!("ServiceAccount {who} created\n")),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(String::new()),
+        Err(e) => Err(e).with_context(|| format!("creating ServiceAccount {who}")),
+    }
 }
 
 /// Refuses when another ReconcilePlugin already runs a plugin called `plugin`.
@@ -319,30 +373,6 @@ async fn name_is_free(client: &kube::Client, rp_name: &str, plugin: &str) -> any
         if other != rp_name && runs.is_some_and(|p| p.name == plugin) {
             bail!(
                 "a plugin named {plugin:?} already runs as ReconcilePlugin {other}: a plugin's name is its field manager (reconhost/{plugin}) and finalizer, so it must be unique; nothing was changed"
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Refuses to apply `object` over one of the same name that was not written for ReconcilePlugin
-/// `rp_name` (a forced apply would take its fields, and with them someone else's grant).
-async fn not_someone_elses(
-    client: &kube::Client,
-    object: &Value,
-    rp_name: &str,
-) -> anyhow::Result<()> {
-    let (api, kind, name) = rbac_api(client, object);
-    let existing = api
-        .get_opt(&name)
-        .await
-        .with_context(|| format!("reading {kind} {name}"))?;
-    if let Some(existing) = existing {
-        let existing = serde_json::to_value(existing)?;
-        if !crate::identity::rbac::made_for(&existing, rp_name) {
-            bail!(
-                "{kind} {name} exists and was not written by reconhost for ReconcilePlugin {rp_name} (no {} annotation naming it); refusing to overwrite it, nothing was changed",
-                crate::identity::rbac::FOR_RECONCILE_PLUGIN
             );
         }
     }

@@ -29,6 +29,7 @@ use tracing::{info, warn};
 
 use crate::cache::Informers;
 use crate::cli::RunArgs;
+use crate::controller::guest_memory::{self, GuestMemory};
 use crate::controller::workers::stop_signal;
 use crate::controller::{Context, Spec};
 use crate::identity::access::Access;
@@ -66,6 +67,7 @@ pub async fn run(
     let grace = Duration::from_secs(args.graceful_shutdown_seconds);
     let (stop_election, election_stop) = stop_signal();
     let (leading_tx, leading) = watch::channel(!args.leader_elect);
+    let mut lease_namespace = None;
     let election = if args.leader_elect {
         let namespace = match &args.leader_election_namespace {
             Some(ns) => ns.clone(),
@@ -78,6 +80,7 @@ pub async fn run(
             name: args.leader_election_id.clone(),
             identity: leader::identity(),
         };
+        lease_namespace = Some(election.namespace.clone());
         info!(lease = %format!("{}/{}", election.namespace, election.name),
               identity = %election.identity, "leader election: reconciling only while leading");
         Some(tokio::spawn(leader::run(
@@ -91,6 +94,20 @@ pub async fn run(
         std::mem::forget(leading_tx);
         None
     };
+    let guest_budget =
+        guest_memory::budget(args.max_guest_memory_mib, guest_memory::container_limit());
+    info!(
+        budget_mib = guest_budget.map(|b| b >> 20),
+        "guest memory: calls reserve their plugin's memory limit from this budget"
+    );
+    // The host's own namespace (in a cluster) and its Lease's: no plugin writes there.
+    let protected_namespaces = std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+        .ok()
+        .map(|ns| ns.trim().to_owned())
+        .into_iter()
+        .chain(lease_namespace)
+        .filter(|ns| !ns.is_empty())
+        .collect();
     let ctx = Context {
         informers: informers.clone(),
         client: client.clone(),
@@ -102,6 +119,8 @@ pub async fn run(
         allow_builtin_parents: args.allow_builtin_parents,
         fights: args.fight_policy(),
         leading,
+        protected_namespaces,
+        guest_memory: GuestMemory::new(guest_budget),
     };
     let supervisor = Arc::new(Supervisor::new(ctx, args.cache_sync_timeout));
     let concurrency = usize::from(args.max_concurrent_reconciles);
@@ -156,6 +175,7 @@ pub async fn run(
                 concurrency,
                 identity: None,
                 parent_selector: args.parent_selector.clone(),
+                parent_namespaces: None,
             };
             supervisor
                 .apply(&owner_of(path), spec)

@@ -149,7 +149,7 @@ impl Sources {
                 };
                 let bytes = self
                     .oci
-                    .pull(&oci.reference, &source.digest, &auth, self.max_bytes)
+                    .pull(&oci.reference, Some(&source.digest), &auth, self.max_bytes)
                     .await?;
                 (bytes, "oci", format!("the wasm layer of {}", oci.reference))
             }

@@ -407,6 +407,8 @@ mod tests {
             allow_builtin_parents: false,
             fights: crate::controller::fight::FightPolicy::default(),
             leading: tokio::sync::watch::channel(true).1,
+            protected_namespaces: Default::default(),
+            guest_memory: crate::controller::guest_memory::GuestMemory::new(None),
         };
         Supervisor::new(ctx, Duration::from_secs(1))
     }

@@ -72,6 +72,7 @@ pub async fn reload_on_change(
             concurrency: settings.concurrency,
             identity: None,
             parent_selector: settings.parent_selector.clone(),
+            parent_namespaces: None,
         };
         match supervisor.apply(&owner, spec).await {
             Ok(applied) => {

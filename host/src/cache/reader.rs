@@ -7,7 +7,7 @@
 //! the call, and the parent is reconciled again once the answer is in: a call runs under a
 //! deadline and never waits on the network.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use super::informer::Informer;
@@ -31,6 +31,22 @@ pub struct ReadGuard {
     pub identity: Identity,
     /// The host's access reviews.
     pub access: Arc<Access>,
+    /// The namespaces the plugin works in (its ReconcilePlugin's `spec.namespaces`; `None`:
+    /// only the parent's). A read elsewhere needs a grant in every namespace, so it is asked
+    /// only that: one review per kind and verb, however many namespaces a plugin tries.
+    pub namespaces: Option<BTreeSet<String>>,
+}
+
+impl ReadGuard {
+    /// Whether the plugin works in `namespace` when reconciling a parent in `home`.
+    fn covers(&self, namespace: &str, home: &str) -> bool {
+        namespace.is_empty()
+            || namespace == home
+            || self
+                .namespaces
+                .as_ref()
+                .is_some_and(|n| n.contains(namespace))
+    }
 }
 
 impl CacheReader {
@@ -91,10 +107,12 @@ impl CacheReader {
         allowed
     }
 
-    /// A reader for one call, which notes the questions it could not answer.
-    pub fn for_call(self: &Arc<Self>) -> CallReader {
+    /// A reader for one call about a parent in namespace `home` (empty: cluster-scoped),
+    /// which notes the questions it could not answer.
+    pub fn for_call(self: &Arc<Self>, home: &str) -> CallReader {
         CallReader {
             reader: self.clone(),
+            home: home.to_owned(),
             unanswered: Mutex::new(Vec::new()),
         }
     }
@@ -103,6 +121,8 @@ impl CacheReader {
 /// The reads of one call.
 pub struct CallReader {
     reader: Arc<CacheReader>,
+    /// The parent's namespace.
+    home: String,
     unanswered: Mutex<Vec<Question>>,
 }
 
@@ -134,6 +154,25 @@ impl CallReader {
                     format!(" ({})", d.reason)
                 }
             ))),
+            // Outside the plugin's namespaces only a grant in every namespace allows a read:
+            // known to be missing, refused; else that is the one question asked.
+            None if !guard.covers(&question.namespace, &self.home) => {
+                let everywhere = question.cluster_wide();
+                if guard.access.cached(&guard.identity, &everywhere).is_some() {
+                    return Err(Refused(format!(
+                        "ServiceAccount {} may not {question}: it is outside the plugin's namespaces, and it may not {everywhere}",
+                        guard.identity
+                    )));
+                }
+                self.unanswered
+                    .lock()
+                    .expect("reader lock poisoned")
+                    .push(everywhere);
+                Err(Refused(format!(
+                    "whether ServiceAccount {} may {question} is not known yet; the host asks the API server and reconciles again",
+                    guard.identity
+                )))
+            }
             None => {
                 let refused = Refused(format!(
                     "whether ServiceAccount {} may {question} is not known yet; the host asks the API server and reconciles again",

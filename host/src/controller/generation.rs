@@ -7,7 +7,7 @@
 //! only then takes over. Dropping a generation unregisters its handlers and releases its
 //! informers; a kind no generation uses any more stops being watched.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -17,7 +17,7 @@ use super::applier::Applier;
 use super::deps::Dependencies;
 use super::permanent::Permanent;
 use super::queue::{Priority, WorkQueue};
-use super::reconciler::{Parts, Reconciler};
+use super::reconciler::{Parts, Reconciler, places};
 use super::schema::{self, ParentSchema, WatchHandle};
 use crate::cache::{
     CacheReader, DiscoveryError, GroupKind, Informer, InformerRef, Meta, ObjectKey, ReadGuard,
@@ -44,6 +44,8 @@ pub struct Spec {
     pub identity: Option<Identity>,
     /// The parents it reconciles (empty: all of the kind).
     pub parent_selector: Selector,
+    /// The namespaces it reconciles parents in (`None`: every one).
+    pub parent_namespaces: Option<BTreeSet<String>>,
 }
 
 /// Why a generation could not be prepared.
@@ -112,6 +114,7 @@ impl Generation {
         let guard = spec.identity.clone().map(|identity| ReadGuard {
             identity,
             access: ctx.access.clone(),
+            namespaces: spec.parent_namespaces.clone(),
         });
         let info = spec.plugin.info().clone();
         let parents = informers.acquire(&info.parent).await?;
@@ -224,6 +227,12 @@ impl Generation {
             applier,
             metrics: metrics.plugin(&info.name),
             selector: spec.parent_selector.clone(),
+            namespaces: spec.parent_namespaces.clone(),
+            bounds: places::Bounds {
+                watched: ctx.informers.namespace().map(str::to_owned),
+                protected: ctx.protected_namespaces.clone(),
+            },
+            guest_memory: ctx.guest_memory.clone(),
             schema: status_schema,
             permanent,
             fights: ctx.fights,

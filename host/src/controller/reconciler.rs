@@ -17,7 +17,7 @@
 //! reads are gated ([`CacheReader`]); a desired child that would take over an object this
 //! parent does not control is refused before anything is sent.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,18 +25,22 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 mod failures;
+mod gates;
+pub mod places;
 
 use self::failures::failures_message;
 use super::applied::Applied;
 use super::applier::{Applier, ApplyError, Written};
 use super::deps::Dependencies;
 use super::fight::{FightPolicy, Fights};
+use super::guest_memory::GuestMemory;
+use super::pace::{self, Pace};
 use super::permanent::Permanent;
 use super::referee::{CONTESTED, Referee};
 use super::schema::ParentSchema;
 use super::workers::Next;
 use crate::cache::{CacheReader, Cached, GroupKind, Informer, ObjectKey};
-use crate::identity::access::Question;
+use crate::identity::access::{DENIED_TTL, Question};
 use crate::metrics::PluginMetrics;
 use crate::model::{self, Event, EventType, Parent, ReconcileRequest};
 use crate::planner::{self, Action, Plan};
@@ -64,6 +68,14 @@ pub struct Reconciler {
     referee: Referee,
     /// The parents this plugin reconciles; the others are left alone.
     selector: Selector,
+    /// The namespaces it reconciles parents in (`None`: every one).
+    namespaces: Option<BTreeSet<String>>,
+    /// Where its children may not go.
+    bounds: places::Bounds,
+    /// How fast its writes may go.
+    pace: Pace<ObjectKey>,
+    /// The guest memory all plugins' calls share.
+    guest_memory: GuestMemory,
     /// Which of the host's status fields the parent kind admits.
     schema: Arc<ParentSchema>,
 }
@@ -88,6 +100,12 @@ pub struct Parts {
     pub metrics: PluginMetrics,
     /// The parents it reconciles.
     pub selector: Selector,
+    /// The namespaces it reconciles parents in (`None`: every one).
+    pub namespaces: Option<BTreeSet<String>>,
+    /// Where its children may not go.
+    pub bounds: places::Bounds,
+    /// The guest memory all plugins' calls share.
+    pub guest_memory: GuestMemory,
     /// The parent kind's status schema.
     pub schema: Arc<ParentSchema>,
     /// Parents that failed for good; the handlers forget one when its inputs change.
@@ -118,6 +136,10 @@ impl Reconciler {
             applied: Applied::default(),
             referee,
             selector: parts.selector,
+            namespaces: parts.namespaces,
+            bounds: parts.bounds,
+            pace: Pace::new(pace::Bounds::default()),
+            guest_memory: parts.guest_memory,
             schema: parts.schema,
         }
     }
@@ -134,7 +156,7 @@ impl Reconciler {
         // The parent's cached text goes to the plugin as it is; the parsed value serves the
         // host's own decisions.
         let parent = Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
-        if !self.selector.matches_object(&parent) {
+        if !self.selects(key, &parent) {
             return self.unselected(key, &parent).await;
         }
         let uid = cached.meta.uid.clone();
@@ -172,6 +194,13 @@ impl Reconciler {
             return self.release(key, &parent).await;
         }
         let namespace = cached.meta.key.namespace.clone();
+        if let Some(denied) = self.may_not_read(&namespace).await {
+            // Its ServiceAccount could not have read this parent through the API server: the
+            // plugin is not shown it. Looked at again once the denial may have changed.
+            warn!(plugin = %name, parent = %key, reason = %denied,
+                  "not reconciled: the plugin's ServiceAccount may not read this parent");
+            return Next::RequeueAfter(DENIED_TTL + Duration::from_secs(1));
+        }
         self.reader.warm(&namespace).await;
         let children = self.children_of(&namespace, &uid).await;
         let observed: Vec<Value> = children.iter().map(|c| c.observed()).collect();
@@ -183,7 +212,7 @@ impl Reconciler {
         });
 
         let plugin = self.plugin.clone();
-        let call_reader = Arc::new(self.reader.for_call());
+        let call_reader = Arc::new(self.reader.for_call(&key.namespace));
         let reader: Arc<dyn ObjectReader> = call_reader.clone();
         // The call runs on a blocking thread; it stays inside this reconcile's span, so what the
         // plugin logs names the plugin, the parent and the digest of the code. The result comes
@@ -192,6 +221,9 @@ impl Reconciler {
         let span = tracing::Span::current();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let call_request = request.clone();
+        // The instance may grow to the plugin's memory limit: reserved from the budget all
+        // calls share until the result is back.
+        let _memory = self.guest_memory.reserve(self.plugin.limits().memory).await;
         // Detached: the result comes through the oneshot; a panic drops the sender.
         drop(tokio::task::spawn_blocking(move || {
             let _span = span.enter();
@@ -280,6 +312,11 @@ impl Reconciler {
             self.report(&request.parent, "ChildConflict", &message)
                 .await;
             return Next::Retry;
+        }
+        if !plan.is_noop()
+            && let Err(limited) = self.pace.admit(key, std::time::Instant::now())
+        {
+            return self.paced(key, &request.parent, limited).await;
         }
         // A child whose namespace is missing or terminating fails alone; the status written
         // says so.
@@ -459,38 +496,11 @@ impl Reconciler {
         Ok(())
     }
 
-    /// Refuses a plan with a child in no namespace although its kind is namespaced (a
-    /// cluster-scoped parent's children name theirs), or in one although its kind is not.
-    fn scopes(&self, plan: &Plan) -> Result<(), String> {
-        for child in plan.children.iter().filter(|c| c.action != Action::Delete) {
-            let kind = GroupKind::from(&child.kind);
-            let Some(informer) = self.children.iter().find(|i| i.group_kind() == kind) else {
-                continue;
-            };
-            match (informer.kind().namespaced, child.namespace.is_empty()) {
-                (true, true) => {
-                    return Err(format!(
-                        "{} {}: metadata.namespace is required: the parent is cluster-scoped, so each namespaced child names its namespace",
-                        child.kind.kind, child.name
-                    ));
-                }
-                (false, false) => {
-                    return Err(format!(
-                        "{}: metadata.namespace must not be set: {} is cluster-scoped",
-                        child.target(),
-                        child.kind.kind
-                    ));
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
     /// Drops what the reconciler remembers of a parent it no longer reconciles.
     fn forget(&self, key: &ObjectKey) {
         self.deps.forget(key);
         self.applied.forget(key);
+        self.pace.forget(key);
         self.referee.forget(key);
         self.permanent.forget(key);
         self.conflicts
@@ -523,7 +533,7 @@ impl Reconciler {
             Ok(outcome) => {
                 self.observe(outcome.written);
                 info!(plugin = %self.plugin.info().name, parent = %key,
-                      selected = self.selector.matches_object(parent), "released its finalizer");
+                      selected = self.selects(key, parent), "released its finalizer");
                 Next::Done
             }
             Err(error) => self.apply_failed(key, parent, error).await,

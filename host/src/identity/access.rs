@@ -7,12 +7,13 @@
 //! call runs under a deadline and must not wait on the network. What is not known yet is asked
 //! between calls ([`Access::check`]).
 
-use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
 
@@ -25,8 +26,10 @@ pub const ALLOWED_TTL: Duration = Duration::from_secs(300);
 /// How long a denied answer is trusted (`--authorization-webhook-cache-unauthorized-ttl`).
 pub const DENIED_TTL: Duration = Duration::from_secs(30);
 
-/// Bound on cached answers; past it, expired ones are dropped.
-const PRUNE_AT: usize = 10_000;
+/// Bound on cached answers; past it, the least recently used goes (an expired answer is never
+/// used, so it goes first). A plugin that asks about ever new namespaces cannot grow the cache or
+/// make an insert cost more than a constant.
+pub const CAPACITY: usize = 10_000;
 
 /// One question: may the ServiceAccount `verb` this resource (in this namespace; empty for
 /// every namespace or a cluster-scoped resource)?
@@ -94,21 +97,28 @@ pub struct Decision {
 /// The cached answers of the host's SubjectAccessReviews.
 pub struct Access {
     client: kube::Client,
-    answers: Mutex<HashMap<(Identity, Question), (Decision, Instant)>>,
+    answers: Mutex<lru::LruCache<(Identity, Question), (Decision, Instant)>>,
 }
 
 impl Access {
     /// Answers asked with `client` (which needs `create` on subjectaccessreviews).
     pub fn new(client: kube::Client) -> Self {
+        Self::with_capacity(client, CAPACITY)
+    }
+
+    /// Answers asked with `client`, at most `capacity` of them kept.
+    pub fn with_capacity(client: kube::Client, capacity: usize) -> Self {
         Self {
             client,
-            answers: Mutex::new(HashMap::new()),
+            answers: Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN),
+            )),
         }
     }
 
     /// The cached answer, if it is still fresh.
     pub fn cached(&self, who: &Identity, question: &Question) -> Option<Decision> {
-        let answers = self.answers.lock().expect("access lock poisoned");
+        let mut answers = self.answers.lock().expect("access lock poisoned");
         let (decision, at) = answers.get(&(who.clone(), question.clone()))?;
         let ttl = if decision.allowed {
             ALLOWED_TTL
@@ -166,17 +176,26 @@ impl Access {
             allowed: status.allowed,
             reason: status.reason.unwrap_or_default(),
         };
-        let mut answers = self.answers.lock().expect("access lock poisoned");
-        if answers.len() >= PRUNE_AT {
-            answers.retain(|_, (d, at)| {
-                at.elapsed() < if d.allowed { ALLOWED_TTL } else { DENIED_TTL }
-            });
-        }
-        answers.insert(
-            (who.clone(), question.clone()),
-            (decision.clone(), Instant::now()),
-        );
+        self.remember(who, question, decision.clone());
         Ok(decision)
+    }
+
+    /// Keeps an answer, dropping the least recently used one when full.
+    fn remember(&self, who: &Identity, question: &Question, decision: Decision) {
+        self.answers
+            .lock()
+            .expect("access lock poisoned")
+            .put((who.clone(), question.clone()), (decision, Instant::now()));
+    }
+
+    /// How many answers are kept.
+    pub fn len(&self) -> usize {
+        self.answers.lock().expect("access lock poisoned").len()
+    }
+
+    /// Whether no answer is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Whether `who` may, asking whatever is not cached: every namespace first, then this one.
@@ -193,9 +212,68 @@ impl Access {
     }
 }
 
+/// Whether the host itself (the identity of `client`) may do what `question` asks, to the
+/// object `name`: a SelfSubjectAccessReview, which any authenticated user may make.
+pub async fn self_may(
+    client: &kube::Client,
+    question: &Question,
+    name: &str,
+) -> Result<bool, kube::Error> {
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(question.verb.clone()),
+                group: Some(question.group.clone()),
+                resource: Some(question.resource.clone()),
+                namespace: (!question.namespace.is_empty()).then(|| question.namespace.clone()),
+                name: (!name.is_empty()).then(|| name.to_owned()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let answer = api.create(&PostParams::default(), &review).await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_cache_should_stay_bounded_and_keep_what_is_used() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        let access = Access::with_capacity(kube::Client::try_from(config).unwrap(), 3);
+        let who = Identity::new("p", "a");
+        let no = Decision {
+            allowed: false,
+            reason: String::new(),
+        };
+        let q = |ns: &str| Question::new("get", "", "secrets", ns);
+        for n in 0..1000 {
+            access.remember(&who, &q(&format!("new-{n}")), no.clone());
+        }
+        assert_eq!(access.len(), 3, "a plugin asking about ever new namespaces");
+        for ns in ["x", "y", "z"] {
+            access.remember(&who, &q(ns), no.clone());
+        }
+        assert!(
+            access.cached(&who, &q("x")).is_some(),
+            "used: now the most recent"
+        );
+        access.remember(&who, &q("w"), no.clone());
+        assert!(
+            access.cached(&who, &q("x")).is_some(),
+            "what was used stays"
+        );
+        assert!(
+            access.cached(&who, &q("y")).is_none(),
+            "the least recently used went"
+        );
+        assert!(access.cached(&who, &q("w")).is_some());
+    }
 
     #[test]
     fn questions_should_read_like_rbac() {

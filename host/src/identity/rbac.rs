@@ -15,9 +15,6 @@
 //! gone). Those rules go in a ClusterRole labelled [`AGGREGATE_TO_HOST`], which the chart's
 //! aggregated ClusterRole collects: the host never holds a wildcard.
 
-use serde_json::{Value, json};
-
-use super::Identity;
 use super::access::Question;
 use crate::cache::ResolvedKind;
 
@@ -30,8 +27,24 @@ pub struct Rule {
     pub resource: String,
     /// The verbs.
     pub verbs: Vec<&'static str>,
-    /// Whether the resource lives in namespaces.
+    /// Whether it is granted per namespace: a namespaced resource, except the events of a
+    /// cluster-scoped parent (they go to namespace `default`, so they are granted with the
+    /// parent, cluster-wide).
     pub namespaced: bool,
+}
+
+impl Rule {
+    /// The resource as kubectl names it: `resource.group`, then `/subresource`.
+    pub fn qualified(&self) -> String {
+        let (resource, sub) = match self.resource.split_once('/') {
+            Some((r, s)) => (r, format!("/{s}")),
+            None => (self.resource.as_str(), String::new()),
+        };
+        match self.group.as_str() {
+            "" => format!("{resource}{sub}"),
+            group => format!("{resource}.{group}{sub}"),
+        }
+    }
 }
 
 /// The label that adds a ClusterRole's rules to the host's own (the chart aggregates by it).
@@ -70,9 +83,51 @@ pub fn rules(
         group: "events.k8s.io".into(),
         resource: "events".into(),
         verbs: vec!["create", "patch"],
-        namespaced: true,
+        namespaced: parent.namespaced,
     });
     rules
+}
+
+/// Why a rule is dangerous to grant, if it is: what a plugin holding it could do beyond
+/// reconciling. Reads are dangerous only for Secrets; writes for whatever runs code, grants
+/// rights, is an identity, or steers the cluster or reconhost itself.
+pub fn danger(rule: &Rule) -> Option<&'static str> {
+    let writes = rule
+        .verbs
+        .iter()
+        .any(|v| matches!(*v, "create" | "patch" | "update" | "delete"));
+    let resource = rule.resource.split('/').next().unwrap_or_default();
+    Some(match (rule.group.as_str(), resource) {
+        ("", "secrets") => "Secrets hold credentials: whoever reads them holds the credentials",
+        _ if !writes => return None,
+        ("", "pods" | "replicationcontrollers" | "podtemplates") | ("apps", _) | ("batch", _) => {
+            "workloads run code of the writer's choosing, as any ServiceAccount of the namespace, with its Secrets and volumes"
+        }
+        ("rbac.authorization.k8s.io", _) => {
+            "RBAC objects grant rights: a writer can grant itself more"
+        }
+        ("", "serviceaccounts") => {
+            "ServiceAccounts are identities: a writer can mint tokens for them"
+        }
+        ("", "namespaces") => "deleting a namespace deletes everything in it",
+        ("", "nodes" | "persistentvolumes") => "nodes and volumes are shared by every tenant",
+        ("reconhost.dev", _) => {
+            "ReconcilePlugins install plugins: a writer can run code of its choosing as other ServiceAccounts"
+        }
+        ("coordination.k8s.io", "leases") => {
+            "Leases elect leaders: a writer can take one and stop the controller that held it"
+        }
+        ("admissionregistration.k8s.io", _) => {
+            "webhooks and admission policies see or refuse every write in the cluster"
+        }
+        ("apiextensions.k8s.io", _) => {
+            "a CRD defines an API: changing or deleting one deletes or rewrites every object of it"
+        }
+        ("certificates.k8s.io", _) => {
+            "certificate requests can mint credentials the cluster trusts"
+        }
+        _ => return None,
+    })
 }
 
 /// What the host itself needs for a plugin with these kinds: to watch the parent, the
@@ -103,81 +158,25 @@ pub fn host_rules(
     rules
 }
 
-/// Every rule as questions, one per verb: for every namespace, or for `namespace` when the
-/// host works in that one only (namespaced resources; cluster-scoped ones are asked as such).
-pub fn questions(rules: &[Rule], namespace: Option<&str>) -> Vec<Question> {
+/// Every rule as questions, one per verb: a rule granted per namespace in each of
+/// `namespaces`, or in every namespace when that is empty; the others cluster-wide.
+pub fn questions(rules: &[Rule], namespaces: &[String]) -> Vec<Question> {
+    let every = [String::new()];
     rules
         .iter()
         .flat_map(|r| {
-            let namespace = if r.namespaced {
-                namespace.unwrap_or("")
+            let namespaces = if r.namespaced && !namespaces.is_empty() {
+                namespaces
             } else {
-                ""
+                &every[..]
             };
-            r.verbs
-                .iter()
-                .map(move |v| Question::new(v, &r.group, &r.resource, namespace))
+            namespaces.iter().flat_map(move |ns| {
+                r.verbs
+                    .iter()
+                    .map(move |v| Question::new(v, &r.group, &r.resource, ns))
+            })
         })
         .collect()
-}
-
-/// The annotation on the RBAC objects `plugin install --rbac` writes: the ReconcilePlugin they
-/// were made for. The installer overwrites only objects that carry it with that same name.
-pub const FOR_RECONCILE_PLUGIN: &str = "reconhost.dev/reconcileplugin";
-
-/// The names of the RBAC objects for ReconcilePlugin `rp`: the plugin's ClusterRole and its
-/// binding, and the host's share. Made from the ReconcilePlugin's name (unique, and chosen by
-/// the installer from the parent kind) and never from what the component calls itself, behind
-/// a prefix with colons that no chart or user object of reconhost's uses.
-pub fn names(rp: &str) -> (String, String) {
-    (
-        format!("reconhost:plugin:{rp}"),
-        format!("reconhost:host:{rp}"),
-    )
-}
-
-/// The objects a plugin needs, as Kubernetes objects (JSON): a ClusterRole with `rules` and
-/// a ClusterRoleBinding of it to the ServiceAccount (cluster-wide because a plugin reconciles
-/// its parents in every namespace; bind the ClusterRole with RoleBindings instead to confine
-/// it to some), and the ClusterRole with `host_rules` that the chart aggregates into the host's.
-/// `rp` is the ReconcilePlugin's name, `plugin` the component's own (a label, for people).
-pub fn manifests(
-    rp: &str,
-    plugin: &str,
-    who: &Identity,
-    rules: &[Rule],
-    host_rules: &[Rule],
-) -> Vec<Value> {
-    let (name, host_name) = names(rp);
-    let labels =
-        json!({"app.kubernetes.io/managed-by": "reconhost", "reconhost.dev/plugin": plugin});
-    let annotations = json!({ FOR_RECONCILE_PLUGIN: rp });
-    let mut host_labels = labels.clone();
-    host_labels[AGGREGATE_TO_HOST] = json!("true");
-    let as_json = |rules: &[Rule]| -> Vec<Value> {
-        rules
-            .iter()
-            .map(|r| json!({"apiGroups": [r.group], "resources": [r.resource], "verbs": r.verbs}))
-            .collect()
-    };
-    let meta = |name: &str, labels: &Value| json!({"name": name, "labels": labels, "annotations": annotations});
-    vec![
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": meta(&name, &labels), "rules": as_json(rules)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": meta(&name, &labels),
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "namespace": who.namespace, "name": who.name}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": meta(&host_name, &host_labels),
-               "rules": as_json(host_rules)}),
-    ]
-}
-
-/// Whether `existing` (an object already in the cluster under a name `manifests` makes) was
-/// written for ReconcilePlugin `rp`, so that applying over it takes nothing from anyone else.
-pub fn made_for(existing: &Value, rp: &str) -> bool {
-    existing["metadata"]["annotations"][FOR_RECONCILE_PLUGIN] == rp
 }
 
 #[cfg(test)]
@@ -221,6 +220,11 @@ mod tests {
             ["get", "patch", "update"]
         );
         assert_eq!(find("widgets/finalizers").unwrap().verbs, ["update"]);
+        assert_eq!(
+            find("widgets/status").unwrap().qualified(),
+            "widgets.example.com/status"
+        );
+        assert_eq!(find("secrets").unwrap().qualified(), "secrets");
         assert!(find("deployments").unwrap().verbs.contains(&"delete"));
         assert_eq!(
             rules.iter().filter(|r| r.resource == "configmaps").count(),
@@ -229,9 +233,9 @@ mod tests {
         );
         assert_eq!(find("secrets").unwrap().verbs, ["get", "list", "watch"]);
         assert_eq!(find("events").unwrap().group, "events.k8s.io");
-        let questions = questions(&rules, None);
+        let questions = questions(&rules, &[]);
         assert!(questions.contains(&Question::new("list", "", "secrets", "")));
-        let scoped = super::questions(&rules, Some("team"));
+        let scoped = super::questions(&rules, &["team".to_owned()]);
         assert!(scoped.contains(&Question::new("list", "", "secrets", "team")));
         let host = host_rules(&parent, &children, &reads);
         let resources: Vec<_> = host.iter().map(|r| r.resource.as_str()).collect();
@@ -242,42 +246,62 @@ mod tests {
         );
         assert!(host.iter().all(|r| !r.verbs.contains(&"create")));
         assert_eq!(host[0].verbs, ["get", "list", "watch", "patch"]);
-        let objects = manifests(
-            "widgets.example.com",
-            "kinds",
-            &Identity::new("plugins", "widget"),
-            &rules,
-            &host,
-        );
-        assert_eq!(
-            objects[0]["metadata"]["name"], "reconhost:plugin:widgets.example.com",
-            "named from the ReconcilePlugin, whatever the component calls itself"
-        );
-        assert_eq!(
-            objects[2]["metadata"]["name"],
-            "reconhost:host:widgets.example.com"
-        );
-        assert!(objects.iter().all(|o| made_for(o, "widgets.example.com")));
-        assert!(!made_for(&objects[0], "other.example.com"));
+    }
+
+    #[test]
+    fn a_cluster_scoped_parent_should_have_its_events_granted_with_it() {
+        let mut parent = kind("example.com", "Cluster", "clusters");
+        parent.namespaced = false;
+        let rules = rules(&parent, &[kind("", "ConfigMap", "configmaps")], &[]);
+        let events = rules.iter().find(|r| r.resource == "events").unwrap();
         assert!(
-            !made_for(
-                &json!({"metadata": {"name": "reconhost-plugin-kinds"}}),
-                "widgets.example.com"
+            !events.namespaced,
+            "events of a cluster-scoped object go to default"
+        );
+        let asked = questions(&rules, &["a".to_owned(), "b".to_owned()]);
+        assert!(asked.contains(&Question::new("create", "events.k8s.io", "events", "")));
+        assert!(asked.contains(&Question::new("create", "", "configmaps", "b")));
+        assert!(asked.contains(&Question::new("get", "example.com", "clusters", "")));
+        assert!(!asked.contains(&Question::new("create", "", "configmaps", "")));
+    }
+
+    #[test]
+    fn danger_should_name_what_escapes_reconciling() {
+        let rule = |group: &str, resource: &str, verbs: &[&'static str]| Rule {
+            group: group.into(),
+            resource: resource.into(),
+            verbs: verbs.to_vec(),
+            namespaced: true,
+        };
+        for (group, resource) in [
+            ("", "secrets"),
+            ("", "pods"),
+            ("apps", "deployments"),
+            ("batch", "cronjobs"),
+            ("rbac.authorization.k8s.io", "rolebindings"),
+            ("", "serviceaccounts"),
+            ("", "namespaces"),
+            ("reconhost.dev", "reconcileplugins"),
+            ("coordination.k8s.io", "leases"),
+            (
+                "admissionregistration.k8s.io",
+                "validatingwebhookconfigurations",
             ),
-            "an object without the annotation is someone else's"
-        );
-        assert_eq!(objects[1]["subjects"][0]["name"], "widget");
-        assert_eq!(
-            objects[1]["roleRef"]["name"],
-            objects[0]["metadata"]["name"]
-        );
-        assert_eq!(objects[2]["metadata"]["labels"][AGGREGATE_TO_HOST], "true");
-        assert_eq!(objects[2]["rules"][3]["resources"][0], "secrets");
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ] {
+            assert!(
+                danger(&rule(group, resource, &WRITE)).is_some(),
+                "writing {resource}.{group}"
+            );
+        }
         assert!(
-            objects[0]["metadata"]["labels"]
-                .get(AGGREGATE_TO_HOST)
-                .is_none(),
-            "the plugin's own rules must not reach the host"
+            danger(&rule("", "secrets", &READ))
+                .unwrap()
+                .contains("credentials"),
+            "reading Secrets is dangerous too"
         );
+        assert_eq!(danger(&rule("apps", "deployments", &READ)), None);
+        assert_eq!(danger(&rule("", "configmaps", &WRITE)), None);
+        assert_eq!(danger(&rule("example.com", "widgets", &WRITE)), None);
     }
 }

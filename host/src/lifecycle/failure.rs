@@ -91,6 +91,17 @@ impl Failure {
         )
     }
 
+    /// The host may not act as the ServiceAccount (or read it).
+    pub fn cannot_impersonate(account: &str) -> Self {
+        Self::new(
+            Stage::Account,
+            "CannotImpersonate",
+            format!(
+                "the host may not act as ServiceAccount {account}: it impersonates only ServiceAccounts in the plugin namespaces its installation grants (the chart's pluginNamespaces); use a ServiceAccount there, or add its namespace"
+            ),
+        )
+    }
+
     /// A failure of the host itself.
     pub fn host(message: String) -> Self {
         Self::new(Stage::Start, "HostError", message)

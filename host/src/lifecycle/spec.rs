@@ -26,6 +26,7 @@ pub fn fingerprint(rp: &ReconcilePlugin) -> u64 {
     serde_json::to_string(&rp.spec.parent_selector)
         .unwrap_or_default()
         .hash(&mut hasher);
+    rp.spec.namespaces.hash(&mut hasher);
     hasher.finish()
 }
 
@@ -42,6 +43,27 @@ pub fn selector_of(rp: &ReconcilePlugin) -> Result<Selector, Failure> {
                 format!("spec.parentSelector: {e}"),
             )
         })
+}
+
+/// The namespaces a ReconcilePlugin reconciles parents in (`None`: every one).
+pub fn namespaces_of(rp: &ReconcilePlugin) -> Option<std::collections::BTreeSet<String>> {
+    rp.spec
+        .namespaces
+        .as_ref()
+        .map(|n| n.iter().cloned().collect())
+}
+
+/// The namespaces the `Authorized` condition asks about (empty: every namespace): the
+/// ReconcilePlugin's, or the host's `--namespace`, or the one of them both name.
+pub fn namespaces_asked(rp: &ReconcilePlugin, host: Option<&str>) -> Vec<String> {
+    match (&rp.spec.namespaces, host) {
+        (None, None) => Vec::new(),
+        (None, Some(host)) => vec![host.to_owned()],
+        (Some(list), Some(host)) if list.iter().any(|n| n == host) => vec![host.to_owned()],
+        // The host watches none of them: nothing is reconciled, and the grant is judged where
+        // the ReconcilePlugin says.
+        (Some(list), _) => list.clone(),
+    }
 }
 
 /// The runtime limits a ReconcilePlugin asks for, over the host's defaults.
@@ -96,6 +118,28 @@ mod tests {
             }
         }))
         .expect("a ReconcilePlugin")
+    }
+
+    #[test]
+    fn namespaces_should_be_asked_where_both_the_plugin_and_the_host_work() {
+        let mut rp = plugin(serde_json::json!({}));
+        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(namespaces_asked(&rp, None), list(&[]));
+        assert_eq!(namespaces_asked(&rp, Some("h")), list(&["h"]));
+        rp.spec.namespaces = Some(list(&["a", "h"]));
+        assert_eq!(namespaces_asked(&rp, None), list(&["a", "h"]));
+        assert_eq!(namespaces_asked(&rp, Some("h")), list(&["h"]));
+        assert_eq!(namespaces_asked(&rp, Some("x")), list(&["a", "h"]));
+        let before = fingerprint(&plugin(serde_json::json!({})));
+        assert_ne!(
+            fingerprint(&rp),
+            before,
+            "other namespaces, another generation"
+        );
+        assert_eq!(
+            namespaces_of(&rp).unwrap().into_iter().collect::<Vec<_>>(),
+            list(&["a", "h"])
+        );
     }
 
     #[test]

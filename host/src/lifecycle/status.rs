@@ -19,8 +19,14 @@ use crate::runtime::{CompileBudget, Plugin};
 pub enum Authorized {
     /// Not checked (nothing runs yet).
     Unknown,
-    /// Its ServiceAccount does not exist.
-    NoServiceAccount(String),
+    /// It cannot act as its ServiceAccount: the account does not exist, or the host may not
+    /// impersonate it.
+    NoAccount {
+        /// `ServiceAccountNotFound` or `CannotImpersonate`.
+        reason: &'static str,
+        /// Why, and what to do.
+        message: String,
+    },
     /// Checked: what of what it needs is denied (empty: nothing).
     Denied(Vec<Question>),
 }
@@ -118,17 +124,20 @@ pub fn compose(
     );
     match authorized {
         Authorized::Unknown => {}
-        Authorized::NoServiceAccount(message) => conditions.push(condition(
+        Authorized::NoAccount { reason, message } => conditions.push(condition(
             "Authorized",
             "False",
-            "ServiceAccountNotFound",
+            reason,
             message.clone(),
         )),
         Authorized::Denied(denied) if denied.is_empty() => conditions.push(condition(
             "Authorized",
             "True",
             "Authorized",
-            format!("ServiceAccount {account} may do everything the plugin declares"),
+            format!(
+                "ServiceAccount {account} may do everything the plugin declares; its writes are judged by RBAC as they are made, but a read right revoked from now on keeps working for up to {} min (the host trusts an allowed answer that long, as kube-apiserver's webhook authorizer does)",
+                crate::identity::access::ALLOWED_TTL.as_secs() / 60
+            ),
         )),
         Authorized::Denied(denied) => {
             let list: Vec<String> = denied.iter().map(ToString::to_string).collect();

@@ -64,11 +64,12 @@ impl Registry {
         })
     }
 
-    /// The wasm layer of `reference` if it is `digest`, at most `max_bytes`.
+    /// The wasm layer of `reference` if it is `digest` (any, when `None`: to inspect an
+    /// artifact), at most `max_bytes`.
     pub async fn pull(
         &self,
         reference: &str,
-        digest: &str,
+        digest: Option<&str>,
         auth: &RegistryAuth,
         max_bytes: usize,
     ) -> Result<Vec<u8>, SourceError> {
@@ -117,7 +118,9 @@ impl Registry {
                 });
             }
         };
-        if layer.digest != digest {
+        if let Some(digest) = digest
+            && layer.digest != digest
+        {
             return Err(SourceError::DigestMismatch {
                 what: format!("the wasm layer of {reference}"),
                 expected: digest.to_owned(),

@@ -565,3 +565,100 @@ async fn a_cluster_scoped_parents_plugin_should_write_only_where_its_service_acc
         .expect("deleting the parent");
     world.uninstall("spread.test.reconhost.dev").await;
 }
+
+#[tokio::test]
+async fn children_outside_what_the_host_watches_or_in_its_own_namespace_should_be_refused() {
+    let world = World::new("spread-fence").await;
+    // Every host here reconciles every Spread: the Spread tests take turns.
+    let _suite = exclusive(&world.client).await;
+    let (other, home) = (
+        format!("{}-other", world.namespace),
+        format!("{}-home", world.namespace),
+    );
+    namespace(&world, &other, json!({})).await;
+    namespace(&world, &home, json!({})).await;
+    let name = world.namespace.clone();
+    let cm = |ns: &str| in_namespace(&world, ns, "ConfigMap", "configmaps");
+    // Someone else's objects under the very name the plugin asks for, where the host's cache
+    // cannot see them (it watches only the world's namespace) and where the host itself lives.
+    for ns in [&other, &home] {
+        create(
+            &cm(ns),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                   "data": {"owner": "someone-else"}}),
+        )
+        .await;
+    }
+    let _host = world
+        .host_with(
+            &["cluster-spread"],
+            &[],
+            &["--leader-elect", "--leader-election-namespace", &home],
+        )
+        .await;
+    let spreads = cluster_api(&world, "test.reconhost.dev", "v1", "Spread", "spreads");
+    create(
+        &spreads,
+        json!({"apiVersion": "test.reconhost.dev/v1", "kind": "Spread",
+        "metadata": {"name": name}, "spec": {"namespaces": [other]}}),
+    )
+    .await;
+    let refused = |expected: String| {
+        let (spreads, name) = (spreads.clone(), name.clone());
+        async move {
+            eventually(
+                CONVERGE,
+                &format!("Synced=False saying {expected}"),
+                || async {
+                    let p = get(&spreads, &name).await?;
+                    let synced = condition(&p, "Synced")?;
+                    let message = synced["message"].as_str()?;
+                    (synced["status"] == "False" && message.contains(&expected)).then_some(())
+                },
+            )
+            .await
+        }
+    };
+    refused(format!("watches namespace {} only", world.namespace)).await;
+    let untouched = |object: Value| {
+        assert_eq!(object["data"]["owner"], "someone-else", "{object}");
+        assert!(
+            object["metadata"]["ownerReferences"].is_null(),
+            "adopted: {object}"
+        );
+    };
+    untouched(get(&cm(&other), &name).await.unwrap());
+
+    // The host's own namespace (its Lease's) is refused outright.
+    merge(&spreads, &name, json!({"spec": {"namespaces": [home]}})).await;
+    refused(format!("namespace {home} is the host's own")).await;
+    untouched(get(&cm(&home), &name).await.unwrap());
+    let leases = Api::<DynamicObject>::namespaced_with(
+        world.client.clone(),
+        &home,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"),
+            "leases",
+        ),
+    );
+    let lease = get(&leases, "reconhost-leader")
+        .await
+        .expect("the host's Lease");
+    assert!(lease["metadata"]["ownerReferences"].is_null(), "{lease}");
+
+    // Where the host watches, the child is written: the fence is not a blanket refusal.
+    merge(
+        &spreads,
+        &name,
+        json!({"spec": {"namespaces": [world.namespace]}}),
+    )
+    .await;
+    eventually(CONVERGE, "the child in the watched namespace", || async {
+        get(&cm(&world.namespace), &name).await
+    })
+    .await;
+    spreads
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("deleting the Spread");
+}

@@ -243,6 +243,7 @@ fn install_probe_with_rbac(world: &World) -> std::process::Output {
             "--service-account",
             &format!("{}/probe", world.namespace),
             "--rbac",
+            "--allow-dangerous",
         ])
         .env("KUBECONFIG", world.cluster.kubeconfig())
         .output()

@@ -5,9 +5,6 @@
 
 use crate::common;
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use common::plugins::{cond, digest_of, exclusive, has, reconcile_plugins};
 use common::{CONVERGE, World, condition, controlled_by, get, plugin};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -276,115 +273,6 @@ async fn a_missing_service_account_should_keep_the_plugin_from_running() {
     })
     .await;
     world.uninstall(PROBE_RP).await;
-}
-
-fn reconhost() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_reconhost"))
-}
-
-#[tokio::test]
-async fn rbac_should_be_derived_from_what_the_plugin_declares() {
-    let world = World::new("id-rbac").await;
-    let _suite = exclusive(&world.client).await;
-    let component = plugin("identity-probe");
-    let account = format!("{}/probe", world.namespace);
-    let out = Command::new(reconhost())
-        .args([
-            "plugin",
-            "rbac",
-            &component.display().to_string(),
-            "--service-account",
-            &account,
-        ])
-        .env("KUBECONFIG", world.cluster.kubeconfig())
-        .output()
-        .expect("running reconhost plugin rbac");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
-    let docs: Vec<&Value> = docs.iter().filter(|d| !d.is_null()).collect();
-    assert_eq!(docs[0]["kind"], "ClusterRole");
-    let rules = docs[0]["rules"].to_string();
-    for needed in [
-        "probes/status",
-        "probes/finalizers",
-        "configmaps",
-        "secrets",
-        "events",
-    ] {
-        assert!(rules.contains(needed), "{needed} missing from {rules}");
-    }
-    assert_eq!(
-        docs[1]["subjects"][0]["namespace"],
-        world.namespace.as_str()
-    );
-
-    // `install --rbac` applies it (and the ServiceAccount); the plugin is then authorized.
-    let _host = world.host(&[], &[]).await;
-    let target = format!("{}/identity-probe", world.namespace);
-    let out = Command::new(reconhost())
-        .args([
-            "plugin",
-            "install",
-            &component.display().to_string(),
-            "--configmap",
-            &target,
-            "--service-account",
-            &account,
-            "--rbac",
-        ])
-        .env("KUBECONFIG", world.cluster.kubeconfig())
-        .output()
-        .expect("running reconhost plugin install");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rp = world.plugin_ready(PROBE_RP).await;
-    assert!(has(&rp, "Authorized", "True", "Authorized"), "{rp}");
-    world.create_probe("p", json!({})).await;
-    eventually(CONVERGE, "the child", || async {
-        get(&world.config_maps(), "p-probe").await
-    })
-    .await;
-    world.uninstall(PROBE_RP).await;
-    for (kind, plural) in [
-        ("ClusterRole", "clusterroles"),
-        ("ClusterRoleBinding", "clusterrolebindings"),
-    ] {
-        let api = kube::Api::<kube::api::DynamicObject>::all_with(
-            world.client.clone(),
-            &kube::core::ApiResource::from_gvk_with_plural(
-                &kube::core::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
-                plural,
-            ),
-        );
-        api.delete(
-            "reconhost:plugin:probe.test.reconhost.dev",
-            &DeleteParams::default(),
-        )
-        .await
-        .expect("removing what --rbac applied");
-    }
-    // The host's share, which an installed chart would aggregate into its own role.
-    kube::Api::<kube::api::DynamicObject>::all_with(
-        world.client.clone(),
-        &kube::core::ApiResource::from_gvk_with_plural(
-            &kube::core::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole"),
-            "clusterroles",
-        ),
-    )
-    .delete(
-        "reconhost:host:probe.test.reconhost.dev",
-        &DeleteParams::default(),
-    )
-    .await
-    .expect("removing the host's ClusterRole --rbac applied");
 }
 
 #[tokio::test]

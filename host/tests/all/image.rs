@@ -409,6 +409,8 @@ async fn the_image_should_run_as_the_charts_service_account_and_reconcile() {
             &component,
             "--service-account",
             &account,
+            "--cluster-wide",
+            "--allow-dangerous",
             "--kubeconfig",
             &kubeconfig,
         ],
@@ -541,6 +543,35 @@ async fn the_image_should_run_as_the_charts_service_account_and_reconcile() {
             "{denied:?}: {error}"
         );
     }
+
+    // A ReconcilePlugin naming a ServiceAccount outside the plugin namespaces: the host may not
+    // act as it, and the ReconcilePlugin says so (not only the host's log).
+    let outsider = "probe.test.reconhost.dev";
+    let mut rp = world.reconcile_plugin(
+        outsider,
+        ["test.reconhost.dev/v1", "Probe"],
+        &format!("sha256:{}", "0".repeat(64)),
+        world.config_map_source("probe"),
+    );
+    rp["spec"]["serviceAccountRef"]["name"] = serde_json::json!("default");
+    world.apply_plugin(&rp).await;
+    let refused = eventually(CONVERGE, "Authorized=False/CannotImpersonate", || async {
+        let rp = get(&reconcile_plugins(&world.client), outsider).await?;
+        (has(&rp, "Authorized", "False", "CannotImpersonate")
+            && has(&rp, "Ready", "False", "CannotImpersonate"))
+        .then_some(rp)
+    })
+    .await;
+    let (_, _, message) = cond(&refused, "Authorized");
+    assert!(
+        message.contains(&format!("{}/default", world.namespace))
+            && message.contains("pluginNamespaces"),
+        "{message}"
+    );
+    reconcile_plugins(&world.client)
+        .delete(outsider, &DeleteParams::default())
+        .await
+        .expect("deleting the outsider");
 
     // SIGTERM: a clean exit that gives up the lease, as a rollout needs.
     let leases = world.api("coordination.k8s.io", "v1", "Lease", "leases");

@@ -394,6 +394,8 @@ async fn helm_should_install_upgrade_and_uninstall_the_host() {
             &plugin("webapp").display().to_string(),
             "--service-account",
             &format!("{plugins_ns}/webapp"),
+            "--cluster-wide",
+            "--allow-dangerous",
             "--kubeconfig",
             &world.cluster.kubeconfig().display().to_string(),
         ],

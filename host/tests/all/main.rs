@@ -17,6 +17,7 @@ mod control_loop;
 mod control_restart;
 mod control_scale;
 mod faults;
+mod grants;
 mod hostile;
 mod identity;
 mod image;

@@ -1,0 +1,150 @@
+//! Where a plugin's children may go, decided before anything is written: in the right scope for
+//! their kind, inside what the host watches (so the takeover check, which asks the cache, has
+//! the whole answer), and never into the host's own namespace or onto its Namespace object.
+
+use std::collections::BTreeSet;
+
+use crate::planner::{Action, Plan};
+
+/// What bounds the places of children, the same for every plugin of a host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bounds {
+    /// The namespace namespaced kinds are watched in (`--namespace`), if only one.
+    pub watched: Option<String>,
+    /// Namespaces no plugin writes in: the host's own, and its leader Lease's.
+    pub protected: BTreeSet<String>,
+}
+
+/// Whether a child's kind is namespaced (`None`: not one of the plugin's child kinds, which
+/// validation refuses elsewhere).
+pub type Scope<'a> = &'a dyn Fn(&crate::planner::ChildPlan) -> Option<bool>;
+
+/// The first child of `plan` (other than a deletion) that is out of place, and why.
+pub fn check(plan: &Plan, namespaced: Scope<'_>, bounds: &Bounds) -> Result<(), String> {
+    for child in plan.children.iter().filter(|c| c.action != Action::Delete) {
+        let Some(namespaced) = namespaced(child) else {
+            continue;
+        };
+        match (namespaced, child.namespace.as_str()) {
+            (true, "") => {
+                return Err(format!(
+                    "{} {}: metadata.namespace is required: the parent is cluster-scoped, so each namespaced child names its namespace",
+                    child.kind.kind, child.name
+                ));
+            }
+            (false, ns) if !ns.is_empty() => {
+                return Err(format!(
+                    "{}: metadata.namespace must not be set: {} is cluster-scoped",
+                    child.target(),
+                    child.kind.kind
+                ));
+            }
+            (true, ns) if bounds.protected.contains(ns) => {
+                return Err(format!(
+                    "{}: namespace {ns} is the host's own; no plugin writes there",
+                    child.target()
+                ));
+            }
+            (true, ns) if bounds.watched.as_deref().is_some_and(|w| w != ns) => {
+                return Err(format!(
+                    "{}: the host watches namespace {} only (--namespace), so it could neither see nor protect a child in {ns}",
+                    child.target(),
+                    bounds.watched.as_deref().unwrap_or_default()
+                ));
+            }
+            (false, _)
+                if child.kind.group().is_empty()
+                    && child.kind.kind == "Namespace"
+                    && bounds.protected.contains(&child.name) =>
+            {
+                return Err(format!(
+                    "{}: it is the host's own namespace; no plugin writes it",
+                    child.target()
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::KindRef;
+    use crate::planner::ChildPlan;
+    use serde_json::json;
+
+    fn child(api_version: &str, kind: &str, namespace: &str, name: &str) -> ChildPlan {
+        ChildPlan {
+            kind: KindRef::new(api_version, kind),
+            namespace: namespace.into(),
+            name: name.into(),
+            action: Action::Create,
+            object: json!({}),
+            uid: None,
+        }
+    }
+
+    fn plan(children: Vec<ChildPlan>) -> Plan {
+        Plan {
+            children,
+            status: None,
+            finalizer: None,
+        }
+    }
+
+    fn check_one(c: ChildPlan, bounds: &Bounds) -> Result<(), String> {
+        let namespaced = |c: &ChildPlan| Some(c.kind.kind != "Namespace");
+        check(&plan(vec![c]), &namespaced, bounds)
+    }
+
+    #[test]
+    fn children_should_stay_out_of_the_hosts_namespace_and_inside_what_it_watches() {
+        let bounds = Bounds {
+            watched: Some("team".into()),
+            protected: BTreeSet::from(["reconhost-system".to_owned()]),
+        };
+        assert_eq!(
+            check_one(child("v1", "ConfigMap", "team", "a"), &bounds),
+            Ok(())
+        );
+        let lease = check_one(
+            child(
+                "coordination.k8s.io/v1",
+                "Lease",
+                "reconhost-system",
+                "reconhost-leader",
+            ),
+            &bounds,
+        )
+        .unwrap_err();
+        assert!(lease.contains("the host's own"), "{lease}");
+        let elsewhere = check_one(child("v1", "Secret", "kube-system", "x"), &bounds).unwrap_err();
+        assert!(
+            elsewhere.contains("watches namespace team only"),
+            "{elsewhere}"
+        );
+        let namespace =
+            check_one(child("v1", "Namespace", "", "reconhost-system"), &bounds).unwrap_err();
+        assert!(namespace.contains("host's own namespace"), "{namespace}");
+        assert_eq!(
+            check_one(child("v1", "Namespace", "", "other"), &bounds),
+            Ok(())
+        );
+        let unbounded = Bounds::default();
+        assert_eq!(
+            check_one(child("v1", "Secret", "kube-system", "x"), &unbounded),
+            Ok(()),
+            "a host watching every namespace sees every child"
+        );
+        assert!(check_one(child("v1", "ConfigMap", "", "a"), &unbounded).is_err());
+        let mut deletion = child("v1", "ConfigMap", "reconhost-system", "a");
+        deletion.action = Action::Delete;
+        assert_eq!(
+            check(&plan(vec![deletion]), &|_: &ChildPlan| Some(true), &bounds),
+            Ok(()),
+            "deleting what the plugin made is never refused here"
+        );
+    }
+}
