@@ -66,6 +66,7 @@ tools:
 	@bash tools/oci/build.sh >/dev/null
 	@bash tools/helm/build.sh >/dev/null
 	@bash tools/toxiproxy/build.sh >/dev/null
+	@bash tools/cosign/build.sh >/dev/null
 
 ## image: the container image as an OCI layout in target/image/oci (reconhost:<version>), and the Containerfile's build context
 image:

@@ -202,6 +202,12 @@ pub struct OciSource {
     /// the registry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret_ref: Option<LocalObjectRef>,
+    /// Public keys (PEM, as `cosign generate-key-pair` writes `cosign.pub`): when set, the
+    /// artifact's manifest must carry a cosign signature that one of them verifies, or the
+    /// plugin is not fetched (`Fetched=False`, reason `SignatureNotVerified`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 8), inner(length(min = 1, max = 4096)))]
+    pub public_keys: Option<Vec<String>>,
 }
 
 /// A namespaced object in the plugin's namespace.

@@ -302,6 +302,11 @@ pub struct RunArgs {
     /// Repeatable. Only the operator decides this; a ReconcilePlugin cannot.
     #[arg(long = "insecure-registry", value_name = "HOST:PORT")]
     pub insecure_registries: Vec<String>,
+    /// A public key (PEM file, cosign's `cosign.pub`) plugins must be signed with. Repeatable;
+    /// with any, every plugin must be an OCI artifact whose cosign signature one of them
+    /// verifies (a ConfigMap source is refused).
+    #[arg(long = "plugin-public-key", value_name = "PEM_FILE")]
+    pub plugin_public_keys: Vec<PathBuf>,
     /// Largest plugin component accepted from a source, in bytes (after decompression).
     #[arg(long, default_value_t = crate::source::DEFAULT_MAX_BYTES)]
     pub max_plugin_bytes: usize,

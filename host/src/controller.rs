@@ -70,8 +70,11 @@ pub struct Context {
     /// Whether this replica leads (always, without leader election): worker pools run only
     /// while it does; caches and generations are kept either way.
     pub leading: tokio::sync::watch::Receiver<bool>,
-    /// Namespaces no plugin's child may be written in: the host's own and its Lease's.
+    /// The host's own namespaces (where it runs, its Lease's), whose Namespace objects no
+    /// plugin's child may be.
     pub protected_namespaces: std::collections::BTreeSet<String>,
+    /// The host's leader Lease (`namespace`, `name`), when it elects one.
+    pub lease: Option<(String, String)>,
     /// The guest memory all calls together may hold.
     pub guest_memory: guest_memory::GuestMemory,
 }

@@ -183,6 +183,7 @@ async fn plan(args: &InstallArgs, default_namespace: Option<&str>) -> anyhow::Re
                 .pull_secret
                 .as_ref()
                 .map(|name| LocalObjectRef { name: name.clone() }),
+            public_keys: None,
         });
     }
     let spec = ReconcilePluginSpec {

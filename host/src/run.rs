@@ -67,7 +67,7 @@ pub async fn run(
     let grace = Duration::from_secs(args.graceful_shutdown_seconds);
     let (stop_election, election_stop) = stop_signal();
     let (leading_tx, leading) = watch::channel(!args.leader_elect);
-    let mut lease_namespace = None;
+    let mut lease = None;
     let election = if args.leader_elect {
         let namespace = match &args.leader_election_namespace {
             Some(ns) => ns.clone(),
@@ -80,7 +80,7 @@ pub async fn run(
             name: args.leader_election_id.clone(),
             identity: leader::identity(),
         };
-        lease_namespace = Some(election.namespace.clone());
+        lease = Some((election.namespace.clone(), election.name.clone()));
         info!(lease = %format!("{}/{}", election.namespace, election.name),
               identity = %election.identity, "leader election: reconciling only while leading");
         Some(tokio::spawn(leader::run(
@@ -100,12 +100,13 @@ pub async fn run(
         budget_mib = guest_budget.map(|b| b >> 20),
         "guest memory: calls reserve their plugin's memory limit from this budget"
     );
-    // The host's own namespace (in a cluster) and its Lease's: no plugin writes there.
+    // The host's own namespace (in a cluster) and its Lease's: no plugin's child is their
+    // Namespace object, nor the Lease.
     let protected_namespaces = std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
         .ok()
         .map(|ns| ns.trim().to_owned())
         .into_iter()
-        .chain(lease_namespace)
+        .chain(lease.as_ref().map(|(ns, _)| ns.clone()))
         .filter(|ns| !ns.is_empty())
         .collect();
     let ctx = Context {
@@ -120,6 +121,7 @@ pub async fn run(
         fights: args.fight_policy(),
         leading,
         protected_namespaces,
+        lease,
         guest_memory: GuestMemory::new(guest_budget),
     };
     let supervisor = Arc::new(Supervisor::new(ctx, args.cache_sync_timeout));
@@ -138,6 +140,7 @@ pub async fn run(
             &SourceConfig {
                 insecure_registries: args.insecure_registries.clone(),
                 max_bytes: args.max_plugin_bytes,
+                trusted_keys: trusted_keys(&args.plugin_public_keys)?,
             },
         );
         let loader = Loader::new(
@@ -254,6 +257,19 @@ async fn start_lifecycle(
             }
         }
     }
+}
+
+/// The operator's signing keys, from their PEM files.
+fn trusted_keys(files: &[PathBuf]) -> anyhow::Result<Vec<crate::source::signature::PublicKey>> {
+    files
+        .iter()
+        .map(|file| {
+            let pem = std::fs::read_to_string(file)
+                .with_context(|| format!("reading --plugin-public-key {}", file.display()))?;
+            crate::source::signature::PublicKey::from_pem(&pem)
+                .with_context(|| format!("--plugin-public-key {}", file.display()))
+        })
+        .collect()
 }
 
 /// Where a pod's ServiceAccount namespace is mounted.

@@ -11,6 +11,7 @@
 
 pub mod configmap;
 pub mod oci;
+pub mod signature;
 
 use std::time::{Duration, Instant};
 
@@ -58,6 +59,14 @@ pub enum SourceError {
         /// Why.
         reason: String,
     },
+    /// A signature was asked for and none verifies.
+    #[error("{what}: {reason}")]
+    Unverified {
+        /// What was fetched.
+        what: String,
+        /// What the signatures were found to be.
+        reason: String,
+    },
     /// Asking failed (the registry or API server is unreachable, refused, or errored).
     #[error("fetching {what}: {message}")]
     Unavailable {
@@ -76,6 +85,7 @@ impl SourceError {
             Self::TooLarge { .. } => "TooLarge",
             Self::DigestMismatch { .. } => "DigestMismatch",
             Self::Invalid { .. } => "InvalidSource",
+            Self::Unverified { .. } => "SignatureNotVerified",
             Self::Unavailable { .. } => "FetchFailed",
         }
     }
@@ -89,6 +99,9 @@ pub struct SourceConfig {
     pub insecure_registries: Vec<String>,
     /// The largest component accepted, in bytes.
     pub max_bytes: usize,
+    /// The operator's keys: when there are any, every plugin must be an OCI artifact with a
+    /// cosign signature one of them verifies (`--plugin-public-key`).
+    pub trusted_keys: Vec<signature::PublicKey>,
 }
 
 impl Default for SourceConfig {
@@ -96,6 +109,7 @@ impl Default for SourceConfig {
         Self {
             insecure_registries: Vec::new(),
             max_bytes: DEFAULT_MAX_BYTES,
+            trusted_keys: Vec::new(),
         }
     }
 }
@@ -117,6 +131,7 @@ pub struct Sources {
     client: kube::Client,
     oci: oci::Registry,
     max_bytes: usize,
+    trusted_keys: Vec<signature::PublicKey>,
 }
 
 impl Sources {
@@ -126,6 +141,7 @@ impl Sources {
             oci: oci::Registry::new(&config.insecure_registries),
             client,
             max_bytes: config.max_bytes,
+            trusted_keys: config.trusted_keys.clone(),
         }
     }
 
@@ -134,6 +150,12 @@ impl Sources {
     pub async fn fetch(&self, source: &Source, namespace: &str) -> Result<Fetched, SourceError> {
         let start = Instant::now();
         let (bytes, kind, what) = match (&source.config_map, &source.oci) {
+            (Some(cm), None) if !self.trusted_keys.is_empty() => {
+                return Err(SourceError::Unverified {
+                    what: format!("ConfigMap {}/{}", cm.namespace, cm.name),
+                    reason: "the host requires signed plugins (--plugin-public-key), and a ConfigMap carries no signature: push the component to a registry and sign it with cosign".into(),
+                });
+            }
             (Some(cm), None) => {
                 let bytes = configmap::fetch(&self.client, cm, self.max_bytes).await?;
                 let what = format!("ConfigMap {}/{} key {}", cm.namespace, cm.name, cm.key);
@@ -147,9 +169,25 @@ impl Sources {
                     }
                     None => oci_client::secrets::RegistryAuth::Anonymous,
                 };
+                let asked = oci
+                    .public_keys
+                    .iter()
+                    .flatten()
+                    .map(|pem| signature::PublicKey::from_pem(pem))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| SourceError::Invalid {
+                        what: "spec.source.oci.publicKeys".into(),
+                        reason: e.to_string(),
+                    })?;
                 let bytes = self
                     .oci
-                    .pull(&oci.reference, Some(&source.digest), &auth, self.max_bytes)
+                    .pull(
+                        &oci.reference,
+                        Some(&source.digest),
+                        &auth,
+                        self.max_bytes,
+                        &[&self.trusted_keys, &asked],
+                    )
                     .await?;
                 (bytes, "oci", format!("the wasm layer of {}", oci.reference))
             }

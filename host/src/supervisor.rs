@@ -408,6 +408,7 @@ mod tests {
             fights: crate::controller::fight::FightPolicy::default(),
             leading: tokio::sync::watch::channel(true).1,
             protected_namespaces: Default::default(),
+            lease: None,
             guest_memory: crate::controller::guest_memory::GuestMemory::new(None),
         };
         Supervisor::new(ctx, Duration::from_secs(1))

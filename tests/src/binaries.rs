@@ -16,6 +16,9 @@ pub const OCI_TOOLS: &str = "registry-v3.1.2-oras-v1.3.6";
 /// The helm release tools/helm/build.sh builds (must match `HELM_VERSION` there).
 pub const HELM_VERSION: &str = "v4.3.2";
 
+/// The cosign release tools/cosign/build.sh builds (must match `COSIGN_VERSION` there).
+pub const COSIGN_VERSION: &str = "v2.6.5";
+
 /// The toxiproxy release tools/toxiproxy/build.sh builds (must match `TOXIPROXY_VERSION` there).
 pub const TOXIPROXY_VERSION: &str = "v2.5.0";
 
@@ -77,6 +80,20 @@ impl Binaries {
             .map(Path::to_path_buf)
             .unwrap_or_default();
         found(cache.join("helm").join(HELM_VERSION).join("helm"), "helm")
+    }
+
+    /// cosign, built by tools/cosign/build.sh (`make tools`) into
+    /// `$RECONHOST_CACHE/cosign/<version>`.
+    pub fn cosign() -> Result<PathBuf, Error> {
+        let cache = Self::dir()
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        found(
+            cache.join("cosign").join(COSIGN_VERSION).join("cosign"),
+            "cosign",
+        )
     }
 
     /// toxiproxy's server, built by tools/toxiproxy/build.sh (`make tools`) into

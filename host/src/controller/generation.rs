@@ -231,6 +231,7 @@ impl Generation {
             bounds: places::Bounds {
                 watched: ctx.informers.namespace().map(str::to_owned),
                 protected: ctx.protected_namespaces.clone(),
+                lease: ctx.lease.clone(),
             },
             guest_memory: ctx.guest_memory.clone(),
             schema: status_schema,

@@ -52,7 +52,11 @@ impl Failure {
 
     /// A source that could not deliver.
     pub fn source(error: &SourceError) -> Self {
-        Self::new(Stage::Fetch, error.reason(), error.to_string())
+        Self {
+            // A signature is pushed beside the artifact, often after it: looked for every 10 s.
+            waits_on_cluster: matches!(error, SourceError::Unverified { .. }),
+            ..Self::new(Stage::Fetch, error.reason(), error.to_string())
+        }
     }
 
     /// A component that does not load.

@@ -134,6 +134,7 @@ async fn obtain(args: &InspectArgs) -> anyhow::Result<(Vec<u8>, String)> {
             None,
             &auth(&args.registry),
             crate::source::DEFAULT_MAX_BYTES,
+            &[],
         )
         .await
         .with_context(|| {

@@ -18,6 +18,62 @@ use oci_client::{Client, Reference};
 use serde_json::Value;
 
 use super::SourceError;
+use super::signature::{self, PAYLOAD_MEDIA_TYPE, PublicKey, SIGNATURE_ANNOTATION, Signed};
+
+/// The largest signature payload read (cosign's are a few hundred bytes).
+const MAX_PAYLOAD: usize = 64 << 10;
+
+/// The most signature layers looked at.
+const MAX_SIGNATURES: usize = 16;
+
+/// The cosign signatures of the manifest `digest` of `image`: the payload layers of the
+/// manifest tagged `sha256-<hex>.sig` in the same repository (none if there is no such tag).
+async fn signatures(
+    client: &Client,
+    image: &Reference,
+    digest: &str,
+    auth: &RegistryAuth,
+    what: &str,
+) -> Result<Vec<Signed>, SourceError> {
+    let tag = format!("{}.sig", digest.replacen(':', "-", 1));
+    let sig = Reference::with_tag(
+        image.registry().to_owned(),
+        image.repository().to_owned(),
+        tag,
+    );
+    let manifest = match client.pull_image_manifest(&sig, auth).await {
+        Ok((manifest, _)) => manifest,
+        Err(e) => match classify(what, e) {
+            SourceError::NotFound { .. } => return Ok(Vec::new()),
+            other => return Err(other),
+        },
+    };
+    let mut signed = Vec::new();
+    for layer in manifest
+        .layers
+        .iter()
+        .filter(|l| l.media_type == PAYLOAD_MEDIA_TYPE)
+        .take(MAX_SIGNATURES)
+    {
+        let Some(signature) = layer
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SIGNATURE_ANNOTATION))
+        else {
+            continue;
+        };
+        let mut payload = Capped::new(MAX_PAYLOAD);
+        client
+            .pull_blob(&sig, layer, &mut payload)
+            .await
+            .map_err(|e| classify(what, e))?;
+        signed.push(Signed {
+            payload: payload.bytes,
+            signature: signature.clone(),
+        });
+    }
+    Ok(signed)
+}
 
 /// Layer media types taken as the component: the CNCF layout's, Kubewarden's (oci-client's
 /// constant) and containerd runwasi's.
@@ -65,13 +121,15 @@ impl Registry {
     }
 
     /// The wasm layer of `reference` if it is `digest` (any, when `None`: to inspect an
-    /// artifact), at most `max_bytes`.
+    /// artifact), at most `max_bytes`. With `trust`, the manifest must carry a cosign signature
+    /// that verifies with one of each list's keys (the operator's, the ReconcilePlugin's).
     pub async fn pull(
         &self,
         reference: &str,
         digest: Option<&str>,
         auth: &RegistryAuth,
         max_bytes: usize,
+        trust: &[&[PublicKey]],
     ) -> Result<Vec<u8>, SourceError> {
         let what = format!("OCI artifact {reference}");
         let image: Reference = reference.parse().map_err(|e| SourceError::Invalid {
@@ -79,10 +137,22 @@ impl Registry {
             reason: format!("not an image reference: {e}"),
         })?;
         let client = self.client();
-        let (manifest, _) = client
+        let (manifest, manifest_digest) = client
             .pull_image_manifest(&image, auth)
             .await
             .map_err(|e| classify(&what, e))?;
+        let trust: Vec<&[PublicKey]> = trust.iter().copied().filter(|k| !k.is_empty()).collect();
+        if !trust.is_empty() {
+            let signed = signatures(&client, &image, &manifest_digest, auth, &what).await?;
+            for keys in trust {
+                signature::verify(&signed, &manifest_digest, keys).map_err(|e| {
+                    SourceError::Unverified {
+                        what: what.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+            }
+        }
         let wasm: Vec<_> = manifest
             .layers
             .iter()

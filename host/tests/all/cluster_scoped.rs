@@ -579,16 +579,14 @@ async fn children_outside_what_the_host_watches_or_in_its_own_namespace_should_b
     namespace(&world, &home, json!({})).await;
     let name = world.namespace.clone();
     let cm = |ns: &str| in_namespace(&world, ns, "ConfigMap", "configmaps");
-    // Someone else's objects under the very name the plugin asks for, where the host's cache
-    // cannot see them (it watches only the world's namespace) and where the host itself lives.
-    for ns in [&other, &home] {
-        create(
-            &cm(ns),
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
-                   "data": {"owner": "someone-else"}}),
-        )
-        .await;
-    }
+    // Someone else's object under the very name the plugin asks for, where the host's cache
+    // cannot see it (it watches only the world's namespace).
+    create(
+        &cm(&other),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+               "data": {"owner": "someone-else"}}),
+    )
+    .await;
     let _host = world
         .host_with(
             &["cluster-spread"],
@@ -629,10 +627,19 @@ async fn children_outside_what_the_host_watches_or_in_its_own_namespace_should_b
     };
     untouched(get(&cm(&other), &name).await.unwrap());
 
-    // The host's own namespace (its Lease's) is refused outright.
-    merge(&spreads, &name, json!({"spec": {"namespaces": [home]}})).await;
-    refused(format!("namespace {home} is the host's own")).await;
-    untouched(get(&cm(&home), &name).await.unwrap());
+    // The host's own Namespace (its Lease's) is refused outright as a child.
+    merge(
+        &spreads,
+        &name,
+        json!({"spec": {"namespaces": [], "ownNamespace": home}}),
+    )
+    .await;
+    refused(format!("Namespace {home}: it is the host's own namespace")).await;
+    let home_ns = get(&namespaces(&world), &home).await.unwrap();
+    assert!(
+        home_ns["metadata"]["ownerReferences"].is_null(),
+        "{home_ns}"
+    );
     let leases = Api::<DynamicObject>::namespaced_with(
         world.client.clone(),
         &home,
@@ -650,7 +657,7 @@ async fn children_outside_what_the_host_watches_or_in_its_own_namespace_should_b
     merge(
         &spreads,
         &name,
-        json!({"spec": {"namespaces": [world.namespace]}}),
+        json!({"spec": {"namespaces": [world.namespace], "ownNamespace": null}}),
     )
     .await;
     eventually(CONVERGE, "the child in the watched namespace", || async {

@@ -30,4 +30,5 @@ mod lifecycle_sources;
 mod render;
 mod runtime;
 mod selection;
+mod signed;
 mod status_schema;

@@ -1,6 +1,6 @@
 //! Where a plugin's children may go, decided before anything is written: in the right scope for
 //! their kind, inside what the host watches (so the takeover check, which asks the cache, has
-//! the whole answer), and never into the host's own namespace or onto its Namespace object.
+//! the whole answer), and never onto the host's own leader Lease or its Namespace object.
 
 use std::collections::BTreeSet;
 
@@ -11,8 +11,11 @@ use crate::planner::{Action, Plan};
 pub struct Bounds {
     /// The namespace namespaced kinds are watched in (`--namespace`), if only one.
     pub watched: Option<String>,
-    /// Namespaces no plugin writes in: the host's own, and its leader Lease's.
+    /// The host's own namespaces (where it runs, where its Lease is): their Namespace objects
+    /// are no plugin's children.
     pub protected: BTreeSet<String>,
+    /// The host's leader Lease (`namespace`, `name`), no plugin's child either.
+    pub lease: Option<(String, String)>,
 }
 
 /// Whether a child's kind is namespaced (`None`: not one of the plugin's child kinds, which
@@ -39,9 +42,16 @@ pub fn check(plan: &Plan, namespaced: Scope<'_>, bounds: &Bounds) -> Result<(), 
                     child.kind.kind
                 ));
             }
-            (true, ns) if bounds.protected.contains(ns) => {
+            (true, ns)
+                if child.kind.group() == "coordination.k8s.io"
+                    && child.kind.kind == "Lease"
+                    && bounds
+                        .lease
+                        .as_ref()
+                        .is_some_and(|(n, name)| n == ns && *name == child.name) =>
+            {
                 return Err(format!(
-                    "{}: namespace {ns} is the host's own; no plugin writes there",
+                    "{}: it is the host's leader Lease; no plugin writes it",
                     child.target()
                 ));
             }
@@ -104,6 +114,7 @@ mod tests {
         let bounds = Bounds {
             watched: Some("team".into()),
             protected: BTreeSet::from(["reconhost-system".to_owned()]),
+            lease: Some(("team".into(), "reconhost-leader".into())),
         };
         assert_eq!(
             check_one(child("v1", "ConfigMap", "team", "a"), &bounds),
