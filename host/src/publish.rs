@@ -1,8 +1,8 @@
-//! `reconhost plugin install | manifest | push | rbac | inspect | uninstall`: how a plugin author gets a
-//! component into a cluster, and out again. The component is loaded locally first (its
-//! `info()` names the parent kind, and a component that does not load is better refused here
-//! than in the cluster), uploaded to a ConfigMap or an OCI registry, and pinned by digest in its
-//! ReconcilePlugin; with `--rbac`, the grant it asks for is checked and applied.
+//! `reconhost plugin install | manifest | push | rbac | inspect | uninstall`: how a plugin
+//! author gets a component into a cluster, and out again. The component is loaded locally
+//! first (its `info()` names the parent kind, and a component that does not load is better
+//! refused here than in the cluster), uploaded to a ConfigMap or an OCI registry, and pinned by
+//! digest in its ReconcilePlugin; with `--rbac`, the grant it asks for is checked and applied.
 
 mod grants;
 mod inspect;

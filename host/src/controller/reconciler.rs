@@ -222,8 +222,8 @@ impl Reconciler {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let call_request = request.clone();
         // The instance may grow to the plugin's memory limit: reserved from the budget all
-        // calls share until the result is back.
-        let _memory = self.guest_memory.reserve(self.plugin.limits().memory).await;
+        // calls share until the result is back (not through the writes that follow).
+        let memory = self.guest_memory.reserve(self.plugin.limits().memory).await;
         // Detached: the result comes through the oneshot; a panic drops the sender.
         drop(tokio::task::spawn_blocking(move || {
             let _span = span.enter();
@@ -231,7 +231,9 @@ impl Reconciler {
                 let _ = tx.send(result);
             });
         }));
-        let result = match rx.await {
+        let result = rx.await;
+        drop(memory);
+        let result = match result {
             Ok(result) => result,
             Err(_) => {
                 warn!(plugin = %name, parent = %key, "plugin call thread failed");

@@ -110,7 +110,7 @@ mod tests {
     }
 
     #[test]
-    fn children_should_stay_out_of_the_hosts_namespace_and_inside_what_it_watches() {
+    fn children_should_stay_inside_what_the_host_watches_and_off_its_own_objects() {
         let bounds = Bounds {
             watched: Some("team".into()),
             protected: BTreeSet::from(["reconhost-system".to_owned()]),
@@ -124,13 +124,21 @@ mod tests {
             child(
                 "coordination.k8s.io/v1",
                 "Lease",
-                "reconhost-system",
+                "team",
                 "reconhost-leader",
             ),
             &bounds,
         )
         .unwrap_err();
-        assert!(lease.contains("the host's own"), "{lease}");
+        assert!(lease.contains("the host's leader Lease"), "{lease}");
+        assert_eq!(
+            check_one(
+                child("coordination.k8s.io/v1", "Lease", "team", "mine"),
+                &bounds
+            ),
+            Ok(()),
+            "another Lease is the takeover check's to judge"
+        );
         let elsewhere = check_one(child("v1", "Secret", "kube-system", "x"), &bounds).unwrap_err();
         assert!(
             elsewhere.contains("watches namespace team only"),
