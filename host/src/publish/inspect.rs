@@ -3,15 +3,15 @@
 //! RBAC `--rbac` would grant with the dangerous grants named, its size and shape, and what
 //! compiling it costs, measured by compiling it under the host's compile budget.
 //!
-//! No cluster is needed: kinds are turned into resources the way Kubernetes guesses a plural
-//! (`UnsafeGuessKindToResource`), which is what RBAC rules name for every built-in kind that
-//! counts as dangerous; `plugin rbac` resolves them through discovery.
+//! No cluster is needed: kinds are turned into resources with kube's plural rules, which name
+//! every built-in kind that counts as dangerous as RBAC does; `plugin rbac` resolves them
+//! through discovery.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use kube::core::ApiResource;
+use kube::core::{ApiResource, GroupVersionKind};
 use serde::Serialize;
 
 use super::{auth, registry};
@@ -172,29 +172,15 @@ fn children_peak_kib() -> u64 {
     }
 }
 
-/// A kind as RBAC would name it, guessed as Kubernetes guesses a resource from a kind: lower
-/// case, `s` → `ses`, `y` → `ies`, else `s`.
+/// A kind as RBAC would name it, its plural guessed by kube's own rules (`ApiResource::from_gvk`,
+/// which knows Kubernetes' irregular plurals); scope is left to discovery at install.
 fn guess(kind: &KindRef) -> ResolvedKind {
-    let lower = kind.kind.to_ascii_lowercase();
-    let plural = if lower.ends_with('s') {
-        format!("{lower}es")
-    } else if let Some(stem) = lower.strip_suffix('y') {
-        format!("{stem}ies")
-    } else {
-        format!("{lower}s")
-    };
     let (group, version) = match kind.api_version.split_once('/') {
-        Some((g, v)) => (g.to_owned(), v.to_owned()),
-        None => (String::new(), kind.api_version.clone()),
+        Some((g, v)) => (g, v),
+        None => ("", kind.api_version.as_str()),
     };
     ResolvedKind {
-        resource: ApiResource {
-            group,
-            version,
-            api_version: kind.api_version.clone(),
-            kind: kind.kind.clone(),
-            plural,
-        },
+        resource: ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &kind.kind)),
         namespaced: true,
         has_status: true,
     }
@@ -251,7 +237,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kinds_should_be_guessed_as_kubernetes_guesses_them() {
+    fn kinds_should_be_named_as_rbac_names_them() {
         let plural = |api: &str, kind: &str| guess(&KindRef::new(api, kind)).resource.plural;
         assert_eq!(plural("v1", "Secret"), "secrets");
         assert_eq!(
