@@ -13,6 +13,7 @@
 //!   objects that grant it where the plugin's parents live.
 
 pub mod access;
+pub mod bindings;
 pub mod grant;
 pub mod rbac;
 

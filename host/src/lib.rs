@@ -39,6 +39,7 @@
 //! - [`telemetry`]: logging set-up (human locally, JSON in a cluster).
 
 pub mod api;
+pub mod bucket;
 pub mod cache;
 pub mod cli;
 pub mod client;

@@ -70,6 +70,7 @@ pub struct Metrics {
     api_errors: Family<Labels, Counter>,
     fights: Family<Labels, Counter>,
     paced: Family<Labels, Counter>,
+    reviews_paced: Family<Labels, Counter>,
     contested: Family<Labels, Gauge>,
     rest_requests: Family<Labels, Counter>,
     swaps: Family<Labels, Counter>,
@@ -121,6 +122,7 @@ impl Metrics {
             api_errors: Family::default(),
             fights: Family::default(),
             paced: Family::default(),
+            reviews_paced: Family::default(),
             contested: Family::default(),
             rest_requests: Family::default(),
             swaps: Family::default(),
@@ -233,6 +235,11 @@ impl Metrics {
             m.paced.clone(),
         );
         r.register(
+            "reconhost_access_reviews_paced",
+            "SubjectAccessReviews that waited because the plugin's ServiceAccount asked too many",
+            m.reviews_paced.clone(),
+        );
+        r.register(
             "reconhost_contested_children",
             "Children whose fight breaker has tripped and not yet closed",
             m.contested.clone(),
@@ -330,6 +337,16 @@ impl Metrics {
             paced: self.paced.get_or_create_owned(&p),
             contested: self.contested.get_or_create_owned(&p),
         }
+    }
+
+    /// A SubjectAccessReview for `service_account` waited for its budget.
+    pub fn review_paced(&self, service_account: &str) {
+        self.reviews_paced
+            .get_or_create(&vec![(
+                "service_account".to_owned(),
+                service_account.to_owned(),
+            )])
+            .inc();
     }
 
     /// Counts one response of the API server (each attempt, retries included) by status code,

@@ -109,6 +109,7 @@ pub async fn run(
         .chain(lease.as_ref().map(|(ns, _)| ns.clone()))
         .filter(|ns| !ns.is_empty())
         .collect();
+    let access = Arc::new(Access::new(client.clone()).with_metrics(metrics.clone()));
     let ctx = Context {
         informers: informers.clone(),
         client: client.clone(),
@@ -116,7 +117,7 @@ pub async fn run(
         global: Arc::new(Semaphore::new(usize::from(args.max_total_reconciles))),
         sync_period: args.sync_period,
         grace,
-        access: Arc::new(Access::new(client.clone())),
+        access: access.clone(),
         allow_builtin_parents: args.allow_builtin_parents,
         fights: args.fight_policy(),
         leading,
@@ -135,6 +136,13 @@ pub async fn run(
     let (stop_lifecycle, lifecycle_stop) = stop_signal();
     let mut background = Vec::new();
     if args.plugins.is_empty() {
+        // Plugins with identities: a revoked grant must stop working before its cached answer
+        // would expire.
+        background.push(tokio::spawn(crate::identity::bindings::forget_on_change(
+            client.clone(),
+            access,
+            lifecycle_stop.clone(),
+        )));
         let sources = Sources::new(
             client.clone(),
             &SourceConfig {

@@ -89,22 +89,22 @@ impl CacheReader {
         }
     }
 
-    /// Asks what could not be answered during a call; whether any of it is now allowed (the
-    /// call would see more if it ran again).
+    /// Asks what could not be answered during a call; whether any of it is now known (the
+    /// call would see more, or be told why not, if it ran again).
     pub async fn answer(&self, questions: Vec<Question>) -> bool {
         let Some(guard) = &self.guard else {
             return false;
         };
-        let mut allowed = false;
+        let mut known = false;
         for question in questions {
             match guard.access.check_read(&guard.identity, &question).await {
-                Ok(d) => allowed |= d.allowed,
+                Ok(_) => known = true,
                 Err(error) => {
                     tracing::warn!(%error, %question, "asking the API server whether a plugin may read failed");
                 }
             }
         }
-        allowed
+        known
     }
 
     /// A reader for one call about a parent in namespace `home` (empty: cluster-scoped),

@@ -11,14 +11,8 @@ use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// A token bucket's shape: `rate` tokens a second, at most `burst` saved up.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rate {
-    /// Tokens added per second.
-    pub rate: f64,
-    /// Most tokens held.
-    pub burst: f64,
-}
+pub use crate::bucket::Rate;
+use crate::bucket::Tokens;
 
 /// The bounds: per parent, and per plugin over all its parents.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,34 +43,6 @@ impl Default for Bounds {
 
 /// How often a parent is told its writes are being limited.
 const SAY_EVERY: Duration = Duration::from_secs(60);
-
-/// A bucket's state.
-#[derive(Debug, Clone, Copy)]
-struct Tokens {
-    left: f64,
-    at: Instant,
-}
-
-impl Tokens {
-    fn full(rate: &Rate, now: Instant) -> Self {
-        Self {
-            left: rate.burst,
-            at: now,
-        }
-    }
-
-    /// Earns what time gave; how long until a whole token is there.
-    fn wait(&mut self, rate: &Rate, now: Instant) -> Duration {
-        let earned = now.saturating_duration_since(self.at).as_secs_f64() * rate.rate;
-        self.left = (self.left + earned).min(rate.burst);
-        self.at = now;
-        if self.left >= 1.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64((1.0 - self.left) / rate.rate)
-        }
-    }
-}
 
 /// Why a write must wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -240,8 +240,9 @@ impl Reconciler {
                 return Next::Retry;
             }
         };
-        // Reads refused for want of an answer are asked now; if any is allowed, the parent is
-        // reconciled again at once to see what it could not.
+        // Reads refused for want of an answer are asked now; once any is known, the parent is
+        // reconciled again at once, to see what it could not or to be told why not (the
+        // answer is cached, so the next call asks nothing).
         let unanswered = call_reader.unanswered();
         let again = !unanswered.is_empty() && self.reader.answer(unanswered).await;
         let mut outcome = match result {

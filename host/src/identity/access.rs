@@ -6,9 +6,13 @@
 //! Reads a plugin makes during a call are answered from the cache only ([`Access::cached`]): a
 //! call runs under a deadline and must not wait on the network. What is not known yet is asked
 //! between calls ([`Access::check`]).
+//!
+//! Each ServiceAccount's reviews are paced ([`REVIEWS`]): a plugin that asks about ever new
+//! namespaces waits for its own answers and does not slow the API server for every other plugin.
 
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authorization::v1::{
@@ -18,6 +22,8 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 
 use super::Identity;
+use crate::bucket::{Rate, Tokens};
+use crate::metrics::Metrics;
 
 /// How long an allowed answer is trusted (kube-apiserver's
 /// `--authorization-webhook-cache-authorized-ttl` default).
@@ -30,6 +36,15 @@ pub const DENIED_TTL: Duration = Duration::from_secs(30);
 /// used, so it goes first). A plugin that asks about ever new namespaces cannot grow the cache or
 /// make an insert cost more than a constant.
 pub const CAPACITY: usize = 10_000;
+
+/// How many SubjectAccessReviews one ServiceAccount's questions may cost. A steady fleet asks
+/// again only what it used and saw expire: a plugin whose parents live in a thousand namespaces,
+/// with three questions each, needs ten a second. One that asked about a thousand new namespaces
+/// per call made 700 a second and slowed every other plugin threefold; now it waits for its own.
+pub const REVIEWS: Rate = Rate {
+    rate: 50.0,
+    burst: 500.0,
+};
 
 /// One question: may the ServiceAccount `verb` this resource (in this namespace; empty for
 /// every namespace or a cluster-scoped resource)?
@@ -98,12 +113,21 @@ pub struct Decision {
 pub struct Access {
     client: kube::Client,
     answers: Mutex<lru::LruCache<(Identity, Question), (Decision, Instant)>>,
+    /// Each ServiceAccount's review budget.
+    budgets: Mutex<HashMap<Identity, Tokens>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Access {
     /// Answers asked with `client` (which needs `create` on subjectaccessreviews).
     pub fn new(client: kube::Client) -> Self {
         Self::with_capacity(client, CAPACITY)
+    }
+
+    /// Counts the reviews that waited for their ServiceAccount's budget in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Answers asked with `client`, at most `capacity` of them kept.
@@ -113,6 +137,8 @@ impl Access {
             answers: Mutex::new(lru::LruCache::new(
                 NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN),
             )),
+            budgets: Mutex::new(HashMap::new()),
+            metrics: None,
         }
     }
 
@@ -147,6 +173,18 @@ impl Access {
         if let Some(decision) = self.cached(who, question) {
             return Ok(decision);
         }
+        let wait = self.budget(who, Instant::now());
+        if !wait.is_zero() {
+            if let Some(metrics) = &self.metrics {
+                metrics.review_paced(&who.to_string());
+            }
+            tracing::debug!(service_account = %who, ?wait, %question, "access reviews paced");
+            tokio::time::sleep(wait).await;
+            // Another caller may have asked the same meanwhile.
+            if let Some(decision) = self.cached(who, question) {
+                return Ok(decision);
+            }
+        }
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: Some(who.user()),
@@ -180,12 +218,36 @@ impl Access {
         Ok(decision)
     }
 
+    /// Takes one review from `who`'s budget; how long to wait before making it.
+    fn budget(&self, who: &Identity, now: Instant) -> Duration {
+        self.budgets
+            .lock()
+            .expect("access lock poisoned")
+            .entry(who.clone())
+            .or_insert_with(|| Tokens::full(&REVIEWS, now))
+            .reserve(&REVIEWS, now)
+    }
+
     /// Keeps an answer, dropping the least recently used one when full.
     fn remember(&self, who: &Identity, question: &Question, decision: Decision) {
         self.answers
             .lock()
             .expect("access lock poisoned")
             .put((who.clone(), question.clone()), (decision, Instant::now()));
+    }
+
+    /// Drops every answer about an identity `affected` names (its RBAC changed); how many.
+    pub fn forget(&self, affected: impl Fn(&Identity) -> bool) -> usize {
+        let mut answers = self.answers.lock().expect("access lock poisoned");
+        let stale: Vec<_> = answers
+            .iter()
+            .filter(|((who, _), _)| affected(who))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &stale {
+            answers.pop(key);
+        }
+        stale.len()
     }
 
     /// How many answers are kept.
@@ -273,6 +335,26 @@ mod tests {
             "the least recently used went"
         );
         assert!(access.cached(&who, &q("w")).is_some());
+    }
+
+    #[tokio::test]
+    async fn each_service_account_should_have_its_own_review_budget() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        let access = Access::new(kube::Client::try_from(config).unwrap());
+        let (greedy, bystander) = (Identity::new("p", "greedy"), Identity::new("q", "other"));
+        let now = Instant::now();
+        let burst = REVIEWS.burst as usize;
+        for n in 0..burst {
+            assert_eq!(access.budget(&greedy, now), Duration::ZERO, "review {n}");
+        }
+        let waits: Vec<_> = (0..100).map(|_| access.budget(&greedy, now)).collect();
+        assert_eq!(waits[0], Duration::from_millis(20));
+        assert_eq!(waits[99], Duration::from_secs(2), "queued at 50 a second");
+        assert_eq!(
+            access.budget(&bystander, now),
+            Duration::ZERO,
+            "another plugin's reviews do not wait"
+        );
     }
 
     #[test]

@@ -135,7 +135,7 @@ pub fn compose(
             "True",
             "Authorized",
             format!(
-                "ServiceAccount {account} may do everything the plugin declares; its writes are judged by RBAC as they are made, but a read right revoked from now on keeps working for up to {} min (the host trusts an allowed answer that long, as kube-apiserver's webhook authorizer does)",
+                "ServiceAccount {account} may do everything the plugin declares; its writes are judged by RBAC as they are made, and a read right revoked by changing its Roles or bindings stops at the plugin's next reconcile; if the host may not watch RBAC, it keeps working for up to {} min (the host trusts an allowed answer that long, as kube-apiserver's webhook authorizer does)",
                 crate::identity::access::ALLOWED_TTL.as_secs() / 60
             ),
         )),

@@ -241,6 +241,40 @@ async fn reads_should_be_limited_to_what_the_service_account_may_read() {
             && foreign.contains(&format!("may not get secrets in namespace {other}")),
         "the host's cache has it, but the plugin's account may not read it: {foreign}"
     );
+
+    // A revoked grant stops working at the next reconcile, not when the host's cached "allowed"
+    // (five minutes) would expire.
+    world
+        .api(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+        )
+        .delete("probe-secrets", &DeleteParams::default())
+        .await
+        .expect("the Secret grant revoked");
+    world
+        .probes()
+        .patch(
+            "own",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"after": "revoked"}})),
+        )
+        .await
+        .expect("a spec change");
+    let revoked = eventually(
+        CONVERGE,
+        "the read refused after the revocation",
+        || async {
+            let p = get(&world.probes(), "own").await?;
+            let read = p["status"]["read"].as_str()?;
+            read.contains("may not get secrets")
+                .then(|| read.to_owned())
+        },
+    )
+    .await;
+    assert!(revoked.starts_with("refused:"), "{revoked}");
     world.uninstall(PROBE_RP).await;
 }
 
