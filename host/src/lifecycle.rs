@@ -512,11 +512,14 @@ impl Lifecycle {
             running.or_else(|| rp.status.as_ref()?.plugin.as_ref().map(|p| p.name.clone()));
         if let Some(plugin_name) = plugin_name {
             let parent = KindRef::from(&rp.spec.parent);
-            match uninstall::release_parents(
+            match uninstall::release_everywhere(
                 &self.client,
                 &parent,
                 &crate::model::finalizer_name(&plugin_name),
-                self.namespace.as_deref(),
+                &uninstall::where_parents_are(
+                    rp.spec.namespaces.as_deref(),
+                    self.namespace.as_deref(),
+                ),
             )
             .await
             {

@@ -6,6 +6,7 @@
 
 mod grants;
 mod inspect;
+mod narrow;
 mod uninstall;
 
 use crate::selector::Selector;
@@ -79,6 +80,9 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<String> {
             );
             for danger in &planned.dangers {
                 out.push_str(&format!("# DANGEROUS: {danger}\n"));
+            }
+            if let Some(note) = &planned.host_note {
+                out.push_str(&format!("# NOTE: {note}\n"));
             }
             for object in planned.objects {
                 out.push_str("---\n");
@@ -253,6 +257,9 @@ async fn install(args: &InstallArgs) -> anyhow::Result<String> {
         for danger in &rbac.dangers {
             eprintln!("warning: granting, as --allow-dangerous says: {danger}");
         }
+        if let Some(note) = &rbac.host_note {
+            eprintln!("note: {note}");
+        }
         out.push_str(&service_account(&client, &planned.plugin, &rp_name).await?);
         for line in grants::apply(&client, &rbac.objects, &params).await? {
             out.push_str(&format!("{line}\n"));
@@ -269,6 +276,10 @@ async fn install(args: &InstallArgs) -> anyhow::Result<String> {
         out.push_str(&format!("configmap/{name} applied in {namespace}\n"));
     }
     let api: Api<ReconcilePlugin> = Api::all(client.clone());
+    let before = api
+        .get_opt(&rp_name)
+        .await
+        .with_context(|| format!("reading ReconcilePlugin {rp_name}"))?;
     match api
         .patch(&rp_name, &params, &Patch::Apply(&planned.plugin))
         .await
@@ -283,7 +294,22 @@ async fn install(args: &InstallArgs) -> anyhow::Result<String> {
         "reconcileplugin/{rp_name} applied ({}); watch it with: kubectl get rp {rp_name}\n",
         planned.plugin.spec.source.digest
     ));
-    // Narrowed last: by now the ReconcilePlugin no longer reconciles where the grant goes.
+    // Narrowed last: parents the ReconcilePlugin no longer reconciles are released first, then
+    // the grants there go.
+    if let Some(before) = before {
+        let released = narrow::release_dropped(
+            &client,
+            &rp_name,
+            &crate::model::KindRef::from(&planned.plugin.spec.parent),
+            &crate::model::finalizer_name(&planned.component.info().name),
+            before.spec.namespaces.as_deref(),
+            planned.plugin.spec.namespaces.as_deref(),
+        )
+        .await?;
+        if let Some(line) = released {
+            out.push_str(&format!("{line}\n"));
+        }
+    }
     if let Some((_, changes)) = rbac {
         for grant in &changes.removed {
             out.push_str(&format!("no longer granted: {grant}\n"));

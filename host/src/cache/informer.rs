@@ -13,7 +13,7 @@
 //! when dropped; a handler registered while the watch is already running is first replayed every
 //! object the cache holds, as part of the initial list, so late registrations miss nothing.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
@@ -65,16 +65,20 @@ pub struct Change<'a> {
 
 type Handler = Arc<dyn Fn(&Change<'_>) + Send + Sync>;
 
-/// The watch and cache of one kind.
+/// The watch and cache of one kind, in every namespace the host watches or in some of them.
 pub struct Informer {
     kind: ResolvedKind,
+    /// The namespaces watched, when confined to some (one watch each); `None`: wherever the
+    /// host watches.
+    namespaces: Option<BTreeSet<String>>,
     store: Store,
     /// Registered handlers by registration id, in registration order.
     handlers: RwLock<Vec<(u64, Handler)>>,
     next_id: AtomicU64,
     synced: watch::Sender<bool>,
-    /// The API server's refusal of the host's own list or watch (403), until a list succeeds.
-    forbidden: Mutex<Option<String>>,
+    /// The API server's refusals of the host's own list or watch (403), by namespace (empty:
+    /// every namespace), each until that watch lists again.
+    forbidden: Mutex<BTreeMap<String, String>>,
 }
 
 /// A handler's registration on an informer. Dropping it unregisters the handler; the change
@@ -108,14 +112,15 @@ impl Drop for Registration {
 }
 
 impl Informer {
-    pub(super) fn new(kind: ResolvedKind) -> Self {
+    pub(super) fn new(kind: ResolvedKind, namespaces: Option<BTreeSet<String>>) -> Self {
         Self {
             kind,
+            namespaces,
             store: Store::default(),
             handlers: RwLock::new(Vec::new()),
             next_id: AtomicU64::new(0),
             synced: watch::Sender::new(false),
-            forbidden: Mutex::new(None),
+            forbidden: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -126,12 +131,29 @@ impl Informer {
         self.forbidden
             .lock()
             .expect("informer lock poisoned")
-            .clone()
+            .values()
+            .next()
+            .cloned()
     }
 
     /// The kind this informer watches.
     pub fn kind(&self) -> &ResolvedKind {
         &self.kind
+    }
+
+    /// The namespaces it is confined to, if it is (`None`: wherever the host watches).
+    pub fn namespaces(&self) -> Option<&BTreeSet<String>> {
+        self.namespaces.as_ref()
+    }
+
+    /// Whether the cache can answer for `namespace` (empty: every namespace it watches, and
+    /// cluster-scoped objects).
+    pub fn covers(&self, namespace: &str) -> bool {
+        namespace.is_empty()
+            || self
+                .namespaces
+                .as_ref()
+                .is_none_or(|n| n.contains(namespace))
     }
 
     /// The kind's identity across versions.
@@ -265,39 +287,76 @@ impl Informer {
         serde_json::to_value(object).unwrap_or(Value::Null)
     }
 
-    /// Watches until the task is aborted (the last user of the informer is gone).
-    pub(super) async fn run(self: Arc<Self>, api: Api<DynamicObject>, config: watcher::Config) {
+    /// Uncaches what a (re)list of `namespace` (empty: every namespace) did not return: it was
+    /// deleted while the watch was down. Other namespaces' objects are other watches' to judge.
+    fn relisted(&self, namespace: &str, seen: &HashSet<ObjectKey>) {
+        for key in self.store.keys() {
+            let ours = namespace.is_empty() || key.namespace == namespace;
+            if ours && !seen.contains(&key) {
+                self.delete(&key, None);
+            }
+        }
+        self.store.forget_deleted();
+    }
+
+    /// Watches until the task is aborted (the last user of the informer is gone): one watch
+    /// per `(namespace, api)`, the namespace empty for one that sees every namespace. The
+    /// cache is synced once each has listed; a relist of one replaces only its namespace.
+    pub(super) async fn run(
+        self: Arc<Self>,
+        watches: Vec<(String, Api<DynamicObject>)>,
+        config: watcher::Config,
+    ) {
         let kind = self.kind.resource.kind.clone();
-        let stream = watcher::watcher(api, config).default_backoff();
+        if watches.is_empty() {
+            // Confined to no namespace at all: there is nothing to list.
+            self.synced.send_replace(true);
+            return;
+        }
+        let count = watches.len();
+        let mut namespaces = Vec::with_capacity(count);
+        let mut streams = Vec::with_capacity(count);
+        for (n, (namespace, api)) in watches.into_iter().enumerate() {
+            namespaces.push(namespace);
+            streams.push(
+                watcher::watcher(api, config.clone())
+                    .default_backoff()
+                    .map(move |event| (n, event))
+                    .boxed(),
+            );
+        }
+        let stream = futures::stream::select_all(streams);
         futures::pin_mut!(stream);
-        // Keys seen during a (re)list; whatever the cache holds beyond them was deleted while
-        // the watch was down.
-        let mut listing: Option<HashSet<ObjectKey>> = None;
-        while let Some(event) = stream.next().await {
+        // Keys seen during each watch's (re)list; whatever the cache holds beyond them in its
+        // namespace was deleted while the watch was down.
+        let mut listing: HashMap<usize, HashSet<ObjectKey>> = HashMap::new();
+        let mut listed: HashSet<usize> = HashSet::new();
+        while let Some((n, event)) = stream.next().await {
             match event {
-                Ok(Event::Init) => listing = Some(HashSet::new()),
+                Ok(Event::Init) => {
+                    listing.insert(n, HashSet::new());
+                }
                 Ok(Event::InitApply(object)) => {
                     let object = self.normalize(object);
-                    if let Some(seen) = &mut listing {
+                    if let Some(seen) = listing.get_mut(&n) {
                         seen.insert(ObjectKey::of(&object));
                     }
                     self.apply(object, !self.is_synced());
                 }
                 Ok(Event::InitDone) => {
-                    let seen = listing.take().unwrap_or_default();
-                    for key in self.store.keys() {
-                        if !seen.contains(&key) {
-                            self.delete(&key, None);
-                        }
-                    }
-                    self.store.forget_deleted();
-                    if !self.is_synced() {
+                    let namespace = &namespaces[n];
+                    self.relisted(namespace, &listing.remove(&n).unwrap_or_default());
+                    listed.insert(n);
+                    if self.is_synced() {
+                        debug!(%kind, %namespace, objects = self.store.len(), "relisted");
+                    } else if listed.len() == count {
                         info!(%kind, objects = self.store.len(), "cache synced");
-                    } else {
-                        debug!(%kind, objects = self.store.len(), "relisted");
+                        self.synced.send_replace(true);
                     }
-                    *self.forbidden.lock().expect("informer lock poisoned") = None;
-                    self.synced.send_replace(true);
+                    self.forbidden
+                        .lock()
+                        .expect("informer lock poisoned")
+                        .remove(namespace);
                 }
                 Ok(Event::Apply(object)) => self.apply(self.normalize(object), false),
                 Ok(Event::Delete(object)) => {
@@ -307,9 +366,12 @@ impl Informer {
                 }
                 Err(error) => {
                     if let Some(message) = forbidden(&error) {
-                        *self.forbidden.lock().expect("informer lock poisoned") = Some(message);
+                        self.forbidden
+                            .lock()
+                            .expect("informer lock poisoned")
+                            .insert(namespaces[n].clone(), message);
                     }
-                    warn!(%kind, %error, "watch failed; retrying with backoff");
+                    warn!(%kind, namespace = %namespaces[n], %error, "watch failed; retrying with backoff");
                 }
             }
         }
@@ -336,11 +398,14 @@ pub(super) mod tests {
     use serde_json::json;
 
     pub(crate) fn config_maps() -> Arc<Informer> {
-        Arc::new(Informer::new(ResolvedKind {
-            resource: ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
-            namespaced: true,
-            has_status: false,
-        }))
+        Arc::new(Informer::new(
+            ResolvedKind {
+                resource: ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+                namespaced: true,
+                has_status: false,
+            },
+            None,
+        ))
     }
 
     fn object(name: &str, version: &str) -> Value {
@@ -378,6 +443,33 @@ pub(super) mod tests {
                 (true, true, false),
                 (true, false, false)
             ]
+        );
+    }
+
+    #[test]
+    fn a_relist_should_forget_only_what_its_own_namespace_lost() {
+        let informer = config_maps();
+        let in_ns = |ns: &str, name: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"namespace": ns, "name": name, "resourceVersion": "1"}})
+        };
+        for (ns, name) in [("a", "kept"), ("a", "gone"), ("b", "other")] {
+            informer.apply(in_ns(ns, name), true);
+        }
+        informer.relisted("a", &HashSet::from([ObjectKey::new("a", "kept")]));
+        let mut keys: Vec<String> = informer
+            .store()
+            .keys()
+            .iter()
+            .map(|k| format!("{}/{}", k.namespace, k.name))
+            .collect();
+        keys.sort();
+        assert_eq!(keys, ["a/kept", "b/other"]);
+        informer.relisted("", &HashSet::from([ObjectKey::new("a", "kept")]));
+        assert_eq!(
+            informer.store().len(),
+            1,
+            "a watch of every namespace judges all"
         );
     }
 

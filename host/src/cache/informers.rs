@@ -1,8 +1,14 @@
 //! Every informer of the host, shared by kind and reference-counted: the first user of a kind
 //! resolves it through discovery and starts its watch; the watch stops when the last
 //! [`InformerRef`] is dropped, so a kind no plugin uses any more costs nothing.
+//!
+//! A plugin confined to some namespaces (its ReconcilePlugin's `spec.namespaces`) gets
+//! informers of its namespaced kinds confined to them, one watch per namespace, as
+//! controller-runtime's cache does with `DefaultNamespaces`: the host then needs its share of
+//! the plugin's kinds only there, so a plugin that reads Secrets in one namespace does not make
+//! the host list every Secret. Informers are shared by kind and namespaces alike.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -55,21 +61,25 @@ struct Inner {
     watch_timeout: u32,
     /// The live informers. An entry whose slot has been dropped is stale until the next
     /// acquire of that kind replaces it (or the slot's drop removes it).
-    slots: Mutex<HashMap<GroupKind, Weak<Slot>>>,
+    slots: Mutex<HashMap<SlotKey, Weak<Slot>>>,
 }
+
+/// An informer's identity: its kind, and the namespaces it is confined to (`None`: wherever
+/// the host watches; always `None` for a cluster-scoped kind).
+type SlotKey = (GroupKind, Option<BTreeSet<String>>);
 
 /// A live informer and its watch task. Dropped with the last [`InformerRef`].
 struct Slot {
     informer: Arc<Informer>,
     watch: JoinHandle<()>,
-    key: GroupKind,
+    key: SlotKey,
     owner: Weak<Inner>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         self.watch.abort();
-        tracing::info!(kind = %self.key, "no plugin uses the kind any more; its watch stopped");
+        tracing::info!(kind = %self.key.0, namespaces = ?self.key.1, "no plugin uses the informer any more; its watch stopped");
         if let Some(inner) = self.owner.upgrade() {
             let mut slots = inner.slots.lock().expect("informer lock poisoned");
             // A new slot for the kind may already have replaced this one.
@@ -114,24 +124,59 @@ impl Informers {
     /// The informer of a kind, resolving the kind through discovery and starting its watch if
     /// no one uses it yet. Must be called within a tokio runtime.
     pub async fn acquire(&self, kind: &KindRef) -> Result<InformerRef, DiscoveryError> {
-        let key = GroupKind::from(kind);
-        if let Some(slot) = self.live(&key) {
+        self.acquire_in(kind, None).await
+    }
+
+    /// Like [`Informers::acquire`], confined to `namespaces` (those the host watches at all)
+    /// when given and the kind is namespaced.
+    pub async fn acquire_in(
+        &self,
+        kind: &KindRef,
+        namespaces: Option<&BTreeSet<String>>,
+    ) -> Result<InformerRef, DiscoveryError> {
+        let group_kind = GroupKind::from(kind);
+        let wanted = self.confined(namespaces);
+        if let Some(slot) = self.live(&(group_kind.clone(), wanted.clone())) {
+            return Ok(InformerRef { slot });
+        }
+        // A cluster-scoped kind has one informer, whatever the namespaces asked.
+        if let Some(slot) = self
+            .live(&(group_kind.clone(), None))
+            .filter(|s| !s.informer.kind().namespaced)
+        {
             return Ok(InformerRef { slot });
         }
         let resolved = resolve(&self.inner.client, kind).await?;
+        let scope = wanted.filter(|_| resolved.namespaced);
+        let key = (group_kind, scope.clone());
         let mut slots = self.inner.slots.lock().expect("informer lock poisoned");
         // Someone may have started it while discovery ran.
         if let Some(slot) = slots.get(&key).and_then(Weak::upgrade) {
             return Ok(InformerRef { slot });
         }
-        let informer = Arc::new(Informer::new(resolved));
-        let resource = &informer.kind().resource;
-        let api = match (&self.inner.namespace, informer.kind().namespaced) {
-            (Some(ns), true) => Api::namespaced_with(self.inner.client.clone(), ns, resource),
-            _ => Api::all_with(self.inner.client.clone(), resource),
+        let client = &self.inner.client;
+        let resource = &resolved.resource;
+        let watches = match (&scope, &self.inner.namespace, resolved.namespaced) {
+            (Some(confined), _, true) => confined
+                .iter()
+                .map(|ns| {
+                    (
+                        ns.clone(),
+                        Api::namespaced_with(client.clone(), ns, resource),
+                    )
+                })
+                .collect(),
+            (None, Some(ns), true) => {
+                vec![(
+                    ns.clone(),
+                    Api::namespaced_with(client.clone(), ns, resource),
+                )]
+            }
+            _ => vec![(String::new(), Api::all_with(client.clone(), resource))],
         };
+        let informer = Arc::new(Informer::new(resolved, scope));
         let config = watcher::Config::default().timeout(self.inner.watch_timeout);
-        let watch = tokio::spawn(informer.clone().run(api, config));
+        let watch = tokio::spawn(informer.clone().run(watches, config));
         let slot = Arc::new(Slot {
             informer,
             watch,
@@ -142,7 +187,18 @@ impl Informers {
         Ok(InformerRef { slot })
     }
 
-    fn live(&self, key: &GroupKind) -> Option<Arc<Slot>> {
+    /// The namespaces an informer confined to `namespaces` watches: those of them the host
+    /// watches at all. `None` when that is the host's own scope (one informer serves both).
+    pub fn confined(&self, namespaces: Option<&BTreeSet<String>>) -> Option<BTreeSet<String>> {
+        let namespaces = namespaces?;
+        match &self.inner.namespace {
+            Some(only) if namespaces.contains(only) => None,
+            Some(_) => Some(BTreeSet::new()),
+            None => Some(namespaces.clone()),
+        }
+    }
+
+    fn live(&self, key: &SlotKey) -> Option<Arc<Slot>> {
         let slots = self.inner.slots.lock().expect("informer lock poisoned");
         slots.get(key).and_then(Weak::upgrade)
     }
@@ -153,9 +209,10 @@ impl Informers {
         let mut kinds: Vec<GroupKind> = slots
             .iter()
             .filter(|(_, w)| w.strong_count() > 0)
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| k.0.clone())
             .collect();
         kinds.sort();
+        kinds.dedup();
         kinds
     }
 

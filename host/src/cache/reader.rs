@@ -133,6 +133,19 @@ impl CallReader {
     }
 
     fn permit(&self, informer: &Informer, verb: &str, namespace: &str) -> Result<(), Refused> {
+        if informer.kind().namespaced && !informer.covers(namespace) {
+            let watched: Vec<&str> = informer
+                .namespaces()
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+                .collect();
+            return Err(Refused(format!(
+                "the host watches {} for this plugin only in its namespaces ({}); {namespace} is not one of them (the ReconcilePlugin's spec.namespaces)",
+                informer.kind().resource.plural,
+                watched.join(", ")
+            )));
+        }
         let Some(guard) = &self.reader.guard else {
             return Ok(());
         };

@@ -117,7 +117,10 @@ impl Generation {
             namespaces: spec.parent_namespaces.clone(),
         });
         let info = spec.plugin.info().clone();
-        let parents = informers.acquire(&info.parent).await?;
+        // A confined plugin's kinds are watched only where it works: the host's share of its
+        // RBAC is granted only there.
+        let scope = spec.parent_namespaces.as_ref();
+        let parents = informers.acquire_in(&info.parent, scope).await?;
         let crd = schema::crd_of(&ctx.client, parents.kind())
             .await
             .map_err(|source| PrepareError::Lookup {
@@ -135,7 +138,7 @@ impl Generation {
         let status_schema = Arc::new(ParentSchema::new(&parents.kind().resource.kind, fields));
         let mut children = Vec::new();
         for kind in &info.children {
-            let child = informers.acquire(kind).await?;
+            let child = informers.acquire_in(kind, scope).await?;
             if parents.kind().namespaced && !child.kind().namespaced {
                 return Err(PrepareError::ClusterScopedChild {
                     child: child.group_kind(),
@@ -146,7 +149,7 @@ impl Generation {
         }
         let mut reads = Vec::new();
         for kind in &info.reads {
-            reads.push(informers.acquire(kind).await?);
+            reads.push(informers.acquire_in(kind, scope).await?);
         }
 
         let deps = Arc::new(Dependencies::default());
@@ -229,7 +232,14 @@ impl Generation {
             selector: spec.parent_selector.clone(),
             namespaces: spec.parent_namespaces.clone(),
             bounds: places::Bounds {
-                watched: ctx.informers.namespace().map(str::to_owned),
+                watched: ctx
+                    .informers
+                    .confined(spec.parent_namespaces.as_ref())
+                    .or_else(|| {
+                        ctx.informers
+                            .namespace()
+                            .map(|ns| BTreeSet::from([ns.to_owned()]))
+                    }),
                 protected: ctx.protected_namespaces.clone(),
                 lease: ctx.lease.clone(),
             },

@@ -8,7 +8,12 @@
 //!   Rules that cannot be confined to a namespace (a cluster-scoped parent or read kind, and a
 //!   cluster-scoped parent's events) go in `reconhost:plugin-cluster:<rp>`, always bound
 //!   cluster-wide.
-//! - The host's share is `reconhost:host:<rp>`, labelled for the chart's aggregated role.
+//! - The host's share (watching the plugin's kinds, patching its parents) is
+//!   `reconhost:host:<rp>`. For a plugin confined to namespaces, when the host's identity is
+//!   known (the subjects of the chart's binding of its aggregated role), it is bound to the host
+//!   by a RoleBinding in each of them, as the host then watches the plugin's kinds only there;
+//!   what cannot be confined goes in `reconhost:host-cluster:<rp>`, labelled for the chart's
+//!   aggregated role. Otherwise the whole share is labelled for the aggregated role.
 //!
 //! Every object is named from the ReconcilePlugin (`<rp>`) and carries the annotation
 //! [`FOR_RECONCILE_PLUGIN`]; [`grants`] reads back what a set of these objects allows, so an
@@ -50,21 +55,27 @@ impl fmt::Display for Scope {
 }
 
 /// The names of the objects for ReconcilePlugin `rp`: the plugin's role (and its bindings),
-/// the plugin's cluster-wide role (and its binding), the host's share. Made from the
+/// the plugin's cluster-wide role (and its binding), the host's share (and its bindings), the
+/// host's cluster-wide share. Made from the
 /// ReconcilePlugin's name (unique, and chosen by the installer from the parent kind), never
 /// from what the component calls itself, behind a prefix with colons that no chart or user
 /// object of reconhost's uses.
-pub fn names(rp: &str) -> [String; 3] {
+pub fn names(rp: &str) -> [String; 4] {
     [
         format!("reconhost:plugin:{rp}"),
         format!("reconhost:plugin-cluster:{rp}"),
         format!("reconhost:host:{rp}"),
+        format!("reconhost:host-cluster:{rp}"),
     ]
 }
 
+/// The prefix of the host's share's names.
+const HOST_PREFIX: &str = "reconhost:host";
+
 /// The objects a plugin needs, as Kubernetes objects (JSON), in the order to apply them
 /// (roles before their bindings). `rp` is the ReconcilePlugin's name, `plugin` the
-/// component's own (a label, for people).
+/// component's own (a label, for people). `host` is the subjects the host runs as (empty:
+/// unknown, so its share is aggregated into the chart's role, cluster-wide).
 pub fn manifests(
     rp: &str,
     plugin: &str,
@@ -72,8 +83,9 @@ pub fn manifests(
     rules: &[Rule],
     host_rules: &[Rule],
     scope: &Scope,
+    host: &[Value],
 ) -> Vec<Value> {
-    let [name, cluster_name, host_name] = names(rp);
+    let [name, cluster_name, host_name, host_cluster_name] = names(rp);
     let labels =
         json!({"app.kubernetes.io/managed-by": "reconhost", "reconhost.dev/plugin": plugin});
     let mut host_labels = labels.clone();
@@ -94,10 +106,15 @@ pub fn manifests(
         json!({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": meta(name, None, labels),
                "rules": rules})
     };
-    let binding = |kind: &str, name: &str, namespace: Option<&str>| {
+    let plugin_subjects =
+        json!([{"kind": "ServiceAccount", "namespace": who.namespace, "name": who.name}]);
+    let bind = |kind: &str, name: &str, namespace: Option<&str>, subjects: &Value| {
         json!({"apiVersion": RBAC, "kind": kind, "metadata": meta(name, namespace, &labels),
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "namespace": who.namespace, "name": who.name}]})
+               "subjects": subjects})
+    };
+    let binding = |kind: &str, name: &str, namespace: Option<&str>| {
+        bind(kind, name, namespace, &plugin_subjects)
     };
     let mut objects = Vec::new();
     match scope {
@@ -121,11 +138,27 @@ pub fn manifests(
             }
         }
     }
-    objects.push(role(
-        &host_name,
-        &host_labels,
-        &host_rules.iter().collect::<Vec<_>>(),
-    ));
+    match scope {
+        Scope::Namespaces(namespaces) if !host.is_empty() => {
+            let (confined, cluster): (Vec<&Rule>, Vec<&Rule>) =
+                host_rules.iter().partition(|r| r.namespaced);
+            let host = Value::Array(host.to_vec());
+            objects.push(role(&host_name, &labels, &confined));
+            objects.extend(
+                namespaces
+                    .iter()
+                    .map(|ns| bind("RoleBinding", &host_name, Some(ns), &host)),
+            );
+            if !cluster.is_empty() {
+                objects.push(role(&host_cluster_name, &host_labels, &cluster));
+            }
+        }
+        _ => objects.push(role(
+            &host_name,
+            &host_labels,
+            &host_rules.iter().collect::<Vec<_>>(),
+        )),
+    }
     objects
 }
 
@@ -221,16 +254,25 @@ pub fn grants(objects: &[Value]) -> BTreeSet<Grant> {
             }
             _ => continue,
         };
-        let role = object["roleRef"]["name"].as_str().unwrap_or_default();
-        if let Some(role) = roles.get(role) {
-            add(Holder::Plugin, role, namespace);
+        let name = object["roleRef"]["name"].as_str().unwrap_or_default();
+        let holder = match name.starts_with(HOST_PREFIX) {
+            true => Holder::Host,
+            false => Holder::Plugin,
+        };
+        if let Some(role) = roles.get(name) {
+            add(holder, role, namespace);
         }
     }
     grants
 }
 
 /// The dangerous grants among `rules` (the plugin's) and `host_rules`, one line each, with why.
-pub fn dangers(rules: &[Rule], host_rules: &[Rule]) -> Vec<String> {
+/// `host_confined`: the host's share is bound only where the plugin's parents live.
+pub fn dangers(rules: &[Rule], host_rules: &[Rule], host_confined: bool) -> Vec<String> {
+    let host = match host_confined {
+        true => "the host may (where the plugin's parents live)",
+        false => "the host may (in every namespace, for every plugin's sake)",
+    };
     let line = |holder: &str, rule: &Rule| {
         danger(rule).map(|why| {
             format!(
@@ -243,11 +285,7 @@ pub fn dangers(rules: &[Rule], host_rules: &[Rule]) -> Vec<String> {
     rules
         .iter()
         .filter_map(|r| line("the plugin may", r))
-        .chain(
-            host_rules
-                .iter()
-                .filter_map(|r| line("the host may (for every plugin's sake)", r)),
-        )
+        .chain(host_rules.iter().filter_map(|r| line(host, r)))
         .collect()
 }
 
@@ -352,6 +390,7 @@ mod tests {
             &rules,
             &host,
             scope,
+            &[],
         )
     }
 
@@ -409,6 +448,75 @@ mod tests {
         assert!(
             !grants.iter().any(|g| g.contains("configmaps in every")),
             "{grants:?}"
+        );
+    }
+
+    #[test]
+    fn the_hosts_share_should_be_bound_where_a_confined_plugins_parents_live_when_the_host_is_known()
+     {
+        let (mut rules, mut host_rules) = widget_rules();
+        rules.truncate(2);
+        host_rules.push(rule("storage.k8s.io", "storageclasses", &["list"], false));
+        let host = [json!({"kind": "ServiceAccount", "namespace": "sys", "name": "reconhost"})];
+        let objects = manifests(
+            "widgets.example.com",
+            "kinds",
+            &Identity::new("plugins", "widget"),
+            &rules,
+            &host_rules,
+            &Scope::Namespaces(vec!["a".into(), "b".into()]),
+            &host,
+        );
+        assert_eq!(
+            ids(&objects),
+            [
+                "ClusterRole reconhost:plugin:widgets.example.com",
+                "RoleBinding a/reconhost:plugin:widgets.example.com",
+                "RoleBinding b/reconhost:plugin:widgets.example.com",
+                "ClusterRole reconhost:host:widgets.example.com",
+                "RoleBinding a/reconhost:host:widgets.example.com",
+                "RoleBinding b/reconhost:host:widgets.example.com",
+                "ClusterRole reconhost:host-cluster:widgets.example.com",
+            ]
+        );
+        assert!(
+            objects[3]["metadata"]["labels"]
+                .get(AGGREGATE_TO_HOST)
+                .is_none()
+        );
+        assert_eq!(objects[4]["subjects"][0]["name"], "reconhost");
+        assert_eq!(objects[6]["metadata"]["labels"][AGGREGATE_TO_HOST], "true");
+        assert_eq!(objects[6]["rules"][0]["resources"][0], "storageclasses");
+        let grants: Vec<String> = grants(&objects).iter().map(|g| g.to_string()).collect();
+        assert!(
+            grants.contains(&"the host may list widgets.example.com in namespace a".to_owned()),
+            "{grants:?}"
+        );
+        assert!(
+            !grants
+                .iter()
+                .any(|g| g.starts_with("the host") && g.contains("widgets.example.com in every")),
+            "{grants:?}"
+        );
+        assert!(
+            grants.contains(
+                &"the host may list storageclasses.storage.k8s.io in every namespace".to_owned()
+            ),
+            "{grants:?}"
+        );
+        let cluster_wide = manifests(
+            "widgets.example.com",
+            "kinds",
+            &Identity::new("plugins", "widget"),
+            &rules,
+            &host_rules,
+            &Scope::ClusterWide,
+            &host,
+        );
+        assert_eq!(
+            ids(&cluster_wide).last().unwrap(),
+            "ClusterRole reconhost:host:widgets.example.com",
+            "a plugin granted everywhere has its share aggregated"
         );
     }
 
@@ -478,6 +586,7 @@ mod tests {
             &rules,
             &host,
             &Scope::Namespaces(vec!["a".into()]),
+            &[],
         );
         let added: Vec<String> = super::changes(&one, &more)
             .added
@@ -494,11 +603,18 @@ mod tests {
             rule("", "configmaps", &["create"], true),
         ];
         let host = [rule("", "secrets", &["get", "list", "watch"], true)];
-        let lines = dangers(&rules, &host);
+        let lines = dangers(&rules, &host, false);
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines[0].starts_with("the plugin may create, delete deployments.apps: workloads"));
         assert!(lines[1].starts_with(
-            "the host may (for every plugin's sake) get, list, watch secrets: Secrets"
+            "the host may (in every namespace, for every plugin's sake) get, list, watch secrets: Secrets"
         ));
+        let confined = dangers(&rules, &host, true);
+        assert!(
+            confined[1].starts_with(
+                "the host may (where the plugin's parents live) get, list, watch secrets"
+            ),
+            "{confined:?}"
+        );
     }
 }

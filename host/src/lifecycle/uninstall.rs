@@ -19,6 +19,17 @@ pub async fn release_parents(
     finalizer: &str,
     namespace: Option<&str>,
 ) -> Result<usize, kube::Error> {
+    release_parents_except(client, parent, finalizer, namespace, &[]).await
+}
+
+/// [`release_parents`], leaving alone parents in the namespaces `except`.
+pub async fn release_parents_except(
+    client: &kube::Client,
+    parent: &KindRef,
+    finalizer: &str,
+    namespace: Option<&str>,
+    except: &[String],
+) -> Result<usize, kube::Error> {
     let kind = match resolve(client, parent).await {
         Ok(kind) => kind,
         Err(e) if e.is_not_found() => return Ok(0),
@@ -33,7 +44,12 @@ pub async fn release_parents(
     loop {
         let page = api.list_metadata(&params).await?;
         for object in &page.items {
-            if holds(object.metadata.finalizers.as_deref(), finalizer) {
+            let excepted = object
+                .metadata
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| except.contains(ns));
+            if !excepted && holds(object.metadata.finalizers.as_deref(), finalizer) {
                 let name = object.metadata.name.clone().unwrap_or_default();
                 let namespace = object.metadata.namespace.clone();
                 release(
@@ -51,6 +67,38 @@ pub async fn release_parents(
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
             _ => break,
         }
+    }
+    Ok(released)
+}
+
+/// Where a plugin's parents may hold its finalizer: each of its namespaces (`spec.namespaces`)
+/// the host watches, else wherever the host watches (`None`: every namespace). A confined
+/// plugin's parents are looked for only there, where the host's share of its RBAC is granted.
+pub fn where_parents_are(
+    plugin_namespaces: Option<&[String]>,
+    host_namespace: Option<&str>,
+) -> Vec<Option<String>> {
+    match (plugin_namespaces, host_namespace) {
+        (Some(list), Some(host)) => list
+            .iter()
+            .filter(|n| n.as_str() == host)
+            .map(|n| Some(n.clone()))
+            .collect(),
+        (Some(list), None) => list.iter().map(|n| Some(n.clone())).collect(),
+        (None, host) => vec![host.map(str::to_owned)],
+    }
+}
+
+/// [`release_parents`] in each of `namespaces` (`None`: every namespace); how many in all.
+pub async fn release_everywhere(
+    client: &kube::Client,
+    parent: &KindRef,
+    finalizer: &str,
+    namespaces: &[Option<String>],
+) -> Result<usize, kube::Error> {
+    let mut released = 0;
+    for namespace in namespaces {
+        released += release_parents(client, parent, finalizer, namespace.as_deref()).await?;
     }
     Ok(released)
 }

@@ -22,6 +22,9 @@ pub(super) struct Planned {
     pub dangers: Vec<String>,
     /// Where the plugin's grant applies.
     pub scope: Scope,
+    /// Why the host's share is granted in every namespace although the plugin's is not, when
+    /// that is so.
+    pub host_note: Option<String>,
 }
 
 /// Where the grant applies: the namespaces named, every namespace when asked for, else
@@ -73,11 +76,76 @@ pub(super) async fn plan(
     }
     let rules = rbac::rules(&parent, &children, &reads);
     let host_rules = rbac::host_rules(&parent, &children, &reads);
+    let (host, host_note) = match &scope {
+        Scope::ClusterWide => (Vec::new(), None),
+        Scope::Namespaces(_) => match host_subjects(client).await {
+            Ok(host) if !host.is_empty() => (host, None),
+            Ok(_) => (
+                Vec::new(),
+                Some(format!(
+                    "no ClusterRoleBinding of a ClusterRole that aggregates {}=true was found (the chart makes one for the host), so the host's share of this plugin's kinds is aggregated into it, in every namespace",
+                    rbac::AGGREGATE_TO_HOST
+                )),
+            ),
+            Err(error) => (
+                Vec::new(),
+                Some(format!(
+                    "the host's identity could not be read ({error:#}), so the host's share of this plugin's kinds is aggregated into the chart's role, in every namespace"
+                )),
+            ),
+        },
+    };
     Ok(Planned {
-        objects: grant::manifests(rp, &info.name, who, &rules, &host_rules, &scope),
-        dangers: grant::dangers(&rules, &host_rules),
+        objects: grant::manifests(rp, &info.name, who, &rules, &host_rules, &scope, &host),
+        dangers: grant::dangers(&rules, &host_rules, !host.is_empty()),
         scope,
+        host_note,
     })
+}
+
+/// Whom the host runs as: the subjects of every ClusterRoleBinding of a ClusterRole that
+/// aggregates the roles labelled for the host (the chart's `<release>-plugin-kinds`), so a
+/// confined plugin's share can be bound to exactly those, where its parents live.
+pub(super) async fn host_subjects(client: &kube::Client) -> anyhow::Result<Vec<Value>> {
+    let roles = api(client, "ClusterRole", "")
+        .list(&ListParams::default())
+        .await
+        .context("listing ClusterRoles")?;
+    let aggregating: Vec<String> = roles
+        .items
+        .into_iter()
+        .filter_map(|role| {
+            let role = serde_json::to_value(role).ok()?;
+            let selectors = role["aggregationRule"]["clusterRoleSelectors"].as_array()?;
+            selectors
+                .iter()
+                .any(|s| s["matchLabels"][rbac::AGGREGATE_TO_HOST] == "true")
+                .then(|| role["metadata"]["name"].as_str().map(str::to_owned))?
+        })
+        .collect();
+    let bindings = api(client, "ClusterRoleBinding", "")
+        .list(&ListParams::default())
+        .await
+        .context("listing ClusterRoleBindings")?;
+    let mut subjects: Vec<Value> = Vec::new();
+    for binding in bindings.items {
+        let binding = serde_json::to_value(binding)?;
+        let bound = binding["roleRef"]["kind"] == "ClusterRole"
+            && aggregating
+                .iter()
+                .any(|name| binding["roleRef"]["name"] == name.as_str());
+        for subject in binding["subjects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|_| bound)
+        {
+            if !subjects.contains(subject) {
+                subjects.push(subject.clone());
+            }
+        }
+    }
+    Ok(subjects)
 }
 
 /// Refuses dangerous grants unless the installer allowed them, listing each.
@@ -128,12 +196,13 @@ fn api(client: &kube::Client, kind: &str, namespace: &str) -> Api<DynamicObject>
 /// The RBAC objects in the cluster that were made for ReconcilePlugin `rp` (by name and by the
 /// annotation); objects of those names made by someone else are left out.
 pub(super) async fn existing(client: &kube::Client, rp: &str) -> anyhow::Result<Vec<Value>> {
-    let [name, cluster_name, host_name] = grant::names(rp);
+    let [name, cluster_name, host_name, host_cluster_name] = grant::names(rp);
     let mut found = Vec::new();
     for (kind, name) in [
         ("ClusterRole", &name),
         ("ClusterRole", &cluster_name),
         ("ClusterRole", &host_name),
+        ("ClusterRole", &host_cluster_name),
         ("ClusterRoleBinding", &name),
         ("ClusterRoleBinding", &cluster_name),
     ] {
@@ -143,11 +212,13 @@ pub(super) async fn existing(client: &kube::Client, rp: &str) -> anyhow::Result<
             .with_context(|| format!("reading {kind} {name}"))?;
         found.extend(object.map(|o| (kind, o)));
     }
-    let bindings = api(client, "RoleBinding", "")
-        .list(&ListParams::default().fields(&format!("metadata.name={name}")))
-        .await
-        .with_context(|| format!("listing RoleBindings named {name}"))?;
-    found.extend(bindings.items.into_iter().map(|o| ("RoleBinding", o)));
+    for name in [&name, &host_name] {
+        let bindings = api(client, "RoleBinding", "")
+            .list(&ListParams::default().fields(&format!("metadata.name={name}")))
+            .await
+            .with_context(|| format!("listing RoleBindings named {name}"))?;
+        found.extend(bindings.items.into_iter().map(|o| ("RoleBinding", o)));
+    }
     let mut objects = Vec::new();
     for (kind, object) in found {
         let mut object = serde_json::to_value(object)?;

@@ -101,7 +101,7 @@ pub(super) async fn run(args: &InspectArgs) -> anyhow::Result<String> {
         finalizer: info.finalizer,
         rbac: as_lines(&rules),
         host_rbac: as_lines(&host_rules),
-        dangerous: grant::dangers(&rules, &host_rules),
+        dangerous: grant::dangers(&rules, &host_rules, false),
         shape: ShapeReport {
             core_modules: shape.modules,
             functions: shape.functions,

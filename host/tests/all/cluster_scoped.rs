@@ -617,7 +617,7 @@ async fn children_outside_what_the_host_watches_or_in_its_own_namespace_should_b
             .await
         }
     };
-    refused(format!("watches namespace {} only", world.namespace)).await;
+    refused(format!("in namespace {} only", world.namespace)).await;
     let untouched = |object: Value| {
         assert_eq!(object["data"]["owner"], "someone-else", "{object}");
         assert!(

@@ -19,7 +19,7 @@ use common::{CONVERGE, World, get, plugin};
 const PROBE_RP: &str = "probe.test.reconhost.dev";
 
 /// `reconhost plugin <args>` against `world`'s cluster.
-fn reconhost(world: &World, args: &[&str]) -> Output {
+pub(crate) fn reconhost(world: &World, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_reconhost"))
         .arg("plugin")
         .args(args)
@@ -28,7 +28,7 @@ fn reconhost(world: &World, args: &[&str]) -> Output {
         .expect("running reconhost plugin")
 }
 
-fn text(out: &Output) -> (String, String) {
+pub(crate) fn text(out: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -36,7 +36,7 @@ fn text(out: &Output) -> (String, String) {
 }
 
 /// `plugin install identity-probe --rbac` with more arguments.
-fn install(world: &World, more: &[&str]) -> Output {
+pub(crate) fn install(world: &World, more: &[&str]) -> Output {
     let component = plugin("identity-probe").display().to_string();
     let source = format!("{}/identity-probe", world.namespace);
     let account = format!("{}/probe", world.namespace);
@@ -53,7 +53,11 @@ fn install(world: &World, more: &[&str]) -> Output {
     reconhost(world, &args)
 }
 
-fn rbac_api(world: &World, kind: &str, namespace: Option<&str>) -> Api<kube::api::DynamicObject> {
+pub(crate) fn rbac_api(
+    world: &World,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Api<kube::api::DynamicObject> {
     let resource = kube::core::ApiResource::from_gvk_with_plural(
         &kube::core::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
         &format!("{}s", kind.to_lowercase()),
@@ -308,6 +312,19 @@ async fn a_plugin_should_be_granted_only_where_its_parents_live_and_only_what_wa
     .await;
 
     // Narrowing takes the binding away again, and uninstalling removes all the installer made.
+    // A parent there carrying the plugin's finalizer (as a finalizing plugin's parents do) is
+    // released first: nothing would take it off later, and its deletion would hang. The host is
+    // stopped meanwhile (this plugin asks for no finalizer, so a running host would take it off
+    // itself); the installer then waits for it a while, releases anyway, and says so.
+    drop(host);
+    in_namespace(&world, &elsewhere, "test.reconhost.dev", "Probe")
+        .patch(
+            "there",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": ["reconhost.dev/probe"]}})),
+        )
+        .await
+        .expect("the plugin's finalizer on the parent elsewhere");
     let out = install(
         &world,
         &["--parent-namespace", &world.namespace, "--allow-dangerous"],
@@ -318,6 +335,17 @@ async fn a_plugin_should_be_granted_only_where_its_parents_live_and_only_what_wa
         stdout.contains(&format!("RoleBinding {elsewhere}/{binding} deleted")),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("released 1 parent(s) outside the plugin's namespaces")
+            && stdout.contains("had not taken in the new spec"),
+        "{stdout}"
+    );
+    let there = get(&probes(&elsewhere), "there").await.unwrap();
+    assert!(
+        there["metadata"]["finalizers"].is_null(),
+        "the parent left behind is released: {there}"
+    );
+    let host = world.host_everywhere(&[]).await;
     granted(&world, &elsewhere, false).await;
     let out = reconhost(&world, &["uninstall", PROBE_RP, "--timeout", "60s"]);
     let (stdout, stderr) = text(&out);

@@ -18,6 +18,7 @@ mod control_restart;
 mod control_scale;
 mod faults;
 mod grants;
+mod host_share;
 mod hostile;
 mod identity;
 mod image;

@@ -6,11 +6,12 @@ use std::collections::BTreeSet;
 
 use crate::planner::{Action, Plan};
 
-/// What bounds the places of children, the same for every plugin of a host.
+/// What bounds the places of one plugin's children.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bounds {
-    /// The namespace namespaced kinds are watched in (`--namespace`), if only one.
-    pub watched: Option<String>,
+    /// The namespaces the plugin's namespaced kinds are watched in, if not every one: the
+    /// host's `--namespace`, narrowed to the ReconcilePlugin's `spec.namespaces`.
+    pub watched: Option<BTreeSet<String>>,
     /// The host's own namespaces (where it runs, where its Lease is): their Namespace objects
     /// are no plugin's children.
     pub protected: BTreeSet<String>,
@@ -55,11 +56,16 @@ pub fn check(plan: &Plan, namespaced: Scope<'_>, bounds: &Bounds) -> Result<(), 
                     child.target()
                 ));
             }
-            (true, ns) if bounds.watched.as_deref().is_some_and(|w| w != ns) => {
+            (true, ns) if bounds.watched.as_ref().is_some_and(|w| !w.contains(ns)) => {
+                let watched = bounds.watched.iter().flatten().cloned().collect::<Vec<_>>();
+                let watched = match watched.as_slice() {
+                    [] => "no namespace".to_owned(),
+                    [one] => format!("namespace {one} only"),
+                    many => format!("namespaces {} only", many.join(", ")),
+                };
                 return Err(format!(
-                    "{}: the host watches namespace {} only (--namespace), so it could neither see nor protect a child in {ns}",
-                    child.target(),
-                    bounds.watched.as_deref().unwrap_or_default()
+                    "{}: the host watches this plugin's kinds in {watched} (--namespace, and the ReconcilePlugin's spec.namespaces), so it could neither see nor protect a child in {ns}",
+                    child.target()
                 ));
             }
             (false, _)
@@ -112,7 +118,7 @@ mod tests {
     #[test]
     fn children_should_stay_inside_what_the_host_watches_and_off_its_own_objects() {
         let bounds = Bounds {
-            watched: Some("team".into()),
+            watched: Some(BTreeSet::from(["team".to_owned()])),
             protected: BTreeSet::from(["reconhost-system".to_owned()]),
             lease: Some(("team".into(), "reconhost-leader".into())),
         };
@@ -140,16 +146,26 @@ mod tests {
             "another Lease is the takeover check's to judge"
         );
         let elsewhere = check_one(child("v1", "Secret", "kube-system", "x"), &bounds).unwrap_err();
-        assert!(
-            elsewhere.contains("watches namespace team only"),
-            "{elsewhere}"
-        );
+        assert!(elsewhere.contains("in namespace team only"), "{elsewhere}");
         let namespace =
             check_one(child("v1", "Namespace", "", "reconhost-system"), &bounds).unwrap_err();
         assert!(namespace.contains("host's own namespace"), "{namespace}");
         assert_eq!(
             check_one(child("v1", "Namespace", "", "other"), &bounds),
             Ok(())
+        );
+        let confined = Bounds {
+            watched: Some(BTreeSet::from(["a".to_owned(), "b".to_owned()])),
+            ..Bounds::default()
+        };
+        assert_eq!(
+            check_one(child("v1", "Secret", "b", "x"), &confined),
+            Ok(())
+        );
+        let outside = check_one(child("v1", "Secret", "c", "x"), &confined).unwrap_err();
+        assert!(
+            outside.contains("in namespaces a, b only") && outside.contains("spec.namespaces"),
+            "{outside}"
         );
         let unbounded = Bounds::default();
         assert_eq!(
