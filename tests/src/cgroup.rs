@@ -43,12 +43,9 @@ impl MemoryLimit {
         Ok(Self { dir, v2 })
     }
 
-    /// Moves process `pid` (and so what it starts from now on) into the cgroup.
-    pub fn add(&self, pid: u32) -> Result<(), Error> {
-        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).map_err(|source| Error::Io {
-            what: format!("moving process {pid} into {}", self.dir.display()),
-            source,
-        })
+    /// The file a process writes its pid (or `0`, itself) to, to join the cgroup.
+    pub fn procs(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
     }
 
     /// How many processes the out-of-memory killer has killed in the cgroup.

@@ -67,22 +67,22 @@ impl Host {
             what: format!("creating {}", options.log_dir.display()),
             source,
         })?;
-        let process = Component::spawn_with_env(
+        let memory = match options.memory_limit {
+            Some(bytes) => {
+                let name = format!("host-{}-{metrics}", std::process::id());
+                Some(MemoryLimit::new(&name, bytes)?)
+            }
+            None => None,
+        };
+        let procs = memory.as_ref().map(MemoryLimit::procs);
+        let process = Component::spawn_in(
             "reconhost",
             &options.binary,
             &args,
             &options.env,
             &options.log_dir,
+            procs.as_deref(),
         )?;
-        let memory = match options.memory_limit {
-            Some(bytes) => {
-                let name = format!("host-{}-{metrics}", std::process::id());
-                let limit = MemoryLimit::new(&name, bytes)?;
-                limit.add(process.pid().unwrap_or_default())?;
-                Some(limit)
-            }
-            None => None,
-        };
         let mut host = Self {
             process,
             metrics,

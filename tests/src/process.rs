@@ -47,6 +47,27 @@ impl Component {
         env: &[(String, String)],
         log_dir: &Path,
     ) -> Result<Self, Error> {
+        Self::spawn_in(name, program, args, env, log_dir, None)
+    }
+
+    /// Like [`Component::spawn_with_env`], started inside the cgroup whose `cgroup.procs` is
+    /// `cgroup_procs` (from its first instruction, as a container's process is: what it reads
+    /// of its own cgroup at start is the limit it runs under).
+    pub fn spawn_in(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        log_dir: &Path,
+        cgroup_procs: Option<&Path>,
+    ) -> Result<Self, Error> {
+        let procs = cgroup_procs
+            .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
+            .transpose()
+            .map_err(|e| Error::Io {
+                what: "a cgroup path".into(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+            })?;
         let log = log_dir.join(format!("{name}.log"));
         let out = File::create(&log).map_err(|source| Error::Io {
             what: format!("creating {}", log.display()),
@@ -66,7 +87,7 @@ impl Component {
         // SAFETY: the closure runs in the forked child before exec and only makes
         // async-signal-safe system calls.
         unsafe {
-            command.pre_exec(|| {
+            command.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -74,6 +95,18 @@ impl Component {
                 // plane before the harness has stopped it in order.
                 if libc::setpgid(0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(procs) = &procs {
+                    // "0": the writing process itself.
+                    let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+                    libc::close(fd);
+                    if written != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });

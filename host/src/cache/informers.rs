@@ -79,7 +79,7 @@ struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.watch.abort();
-        tracing::info!(kind = %self.key.0, namespaces = ?self.key.1, "no plugin uses the informer any more; its watch stopped");
+        tracing::info!(kind = %self.key.0, namespaces = ?self.key.1, "no plugin uses the kind any more; its watch stopped");
         if let Some(inner) = self.owner.upgrade() {
             let mut slots = inner.slots.lock().expect("informer lock poisoned");
             // A new slot for the kind may already have replaced this one.

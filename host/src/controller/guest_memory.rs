@@ -54,15 +54,56 @@ impl GuestMemory {
     }
 }
 
-/// The container's memory limit, from its cgroup (v2, then v1); `None` without one.
+/// The container's memory limit, from its cgroup; `None` without one: the lowest limit from
+/// the process's own memory cgroup (`/proc/self/cgroup`) up to the hierarchy's root. So it holds
+/// in a container (whose cgroup namespace or mount shows its cgroup as the root), in a systemd
+/// unit with `MemoryMax=`, or in any cgroup a supervisor made, under cgroup v2 (`memory.max`)
+/// and v1 (`memory.limit_in_bytes`).
 pub fn container_limit() -> Option<u64> {
-    [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .find_map(|path| std::fs::read_to_string(Path::new(path)).ok())
-    .and_then(|text| parse_limit(&text))
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let read = |path: &Path| std::fs::read_to_string(path).ok();
+    let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").is_file();
+    let (root, file) = match v2 {
+        true => ("/sys/fs/cgroup", "memory.max"),
+        false => ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+    };
+    let path = own_cgroup(&own, v2).unwrap_or("/");
+    lowest_along(Path::new(root), path, file, read)
+}
+
+/// The process's cgroup path in `proc_self_cgroup`: the v2 line (`0::/path`), or the v1 line of
+/// the memory controller (`4:memory:/path`).
+fn own_cgroup(proc_self_cgroup: &str, v2: bool) -> Option<&str> {
+    proc_self_cgroup.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let ours = match v2 {
+            true => controllers.is_empty(),
+            false => controllers.split(',').any(|c| c == "memory"),
+        };
+        ours.then_some(path.trim())
+    })
+}
+
+/// The lowest limit in `file` on the way from `root`/`path` up to `root`, each read with `read`.
+/// Levels that do not exist (the host's path of a container whose mount starts at its own
+/// cgroup) are passed over.
+fn lowest_along(
+    root: &Path,
+    path: &str,
+    file: &str,
+    read: impl Fn(&Path) -> Option<String>,
+) -> Option<u64> {
+    let mut dir = root.join(path.trim_start_matches('/'));
+    let mut lowest: Option<u64> = None;
+    loop {
+        if let Some(limit) = read(&dir.join(file)).and_then(|text| parse_limit(&text)) {
+            lowest = Some(lowest.map_or(limit, |l| l.min(limit)));
+        }
+        if dir == root || !dir.pop() || !dir.starts_with(root) {
+            return lowest;
+        }
+    }
 }
 
 /// A cgroup memory limit file's value: bytes, or `max` (v2) or a huge number (v1) for none.
@@ -101,6 +142,43 @@ mod tests {
         );
         assert_eq!(budget(0, None), None);
         assert_eq!(budget(300, Some(1 << 30)), Some(300 << 20));
+    }
+
+    #[test]
+    fn the_limit_should_be_the_lowest_from_the_processs_cgroup_up() {
+        let root = Path::new("/sys/fs/cgroup");
+        let files = |path: &Path| -> Option<String> {
+            match path.to_str()? {
+                "/sys/fs/cgroup/system.slice/memory.max" => Some("2147483648\n".into()),
+                "/sys/fs/cgroup/system.slice/host.service/memory.max" => Some("max\n".into()),
+                "/sys/fs/cgroup/system.slice/host.service/worker/memory.max" => {
+                    Some("1073741824\n".into())
+                }
+                _ => None,
+            }
+        };
+        let lowest = |path: &str| lowest_along(root, path, "memory.max", files);
+        assert_eq!(
+            lowest("/system.slice/host.service"),
+            Some(2 << 30),
+            "a parent's limit holds for its children"
+        );
+        assert_eq!(lowest("/system.slice/host.service/worker"), Some(1 << 30));
+        assert_eq!(lowest("/"), None);
+        let container = |p: &Path| {
+            (p == Path::new("/sys/fs/cgroup/memory.max")).then(|| "536870912".to_owned())
+        };
+        assert_eq!(
+            lowest_along(root, "/kubepods/pod-x/c-y", "memory.max", container),
+            Some(512 << 20),
+            "a container's mount starts at its own cgroup: the host's path is not there"
+        );
+
+        let v1 = "9:name=systemd:/\n4:memory,hugetlb:/process_api/x\n0::/\n";
+        assert_eq!(own_cgroup(v1, false), Some("/process_api/x"));
+        assert_eq!(own_cgroup(v1, true), Some("/"));
+        assert_eq!(own_cgroup("0::/a/b\n", true), Some("/a/b"));
+        assert_eq!(own_cgroup("0::/a/b\n", false), None);
     }
 
     #[tokio::test]

@@ -197,6 +197,77 @@ async fn a_compile_bomb_should_fail_its_own_plugin_and_not_be_compiled_again_aft
     world.uninstall(WEBAPP_RP).await;
 }
 
+#[tokio::test]
+async fn calls_that_hoard_memory_should_wait_for_the_guest_budget_not_kill_the_host() {
+    let world = World::new("hostile-memory").await;
+    let _suite = exclusive(&world.client).await;
+    world.service_account("plugin").await;
+    // No --max-guest-memory-mib: the budget comes from the cgroup's limit, as in a container.
+    let host = world.host_limited(CHART_MEMORY, &[]).await;
+    let budget = host
+        .logs()
+        .iter()
+        .find(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("guest memory"))
+        })
+        .map(|l| l["budget_mib"].clone());
+    assert_eq!(
+        budget,
+        Some(json!(CHART_MEMORY >> 21)),
+        "half the container's limit"
+    );
+    bystander(&world).await;
+
+    // Every call grows its instance to its 128 MiB limit and traps there; sixteen at once would
+    // be 2 GiB of guest memory in a 1 GiB container.
+    world
+        .plugin_config_map("hoard", &plugin("runtime-alloc"))
+        .await;
+    let mut rp = world.reconcile_plugin(
+        STAMP_RP,
+        STAMP,
+        &digest_of(&plugin("runtime-alloc")),
+        world.config_map_source("hoard"),
+    );
+    rp["spec"]["limits"] = json!({"memory": "128Mi", "concurrentReconciles": 16});
+    rp["spec"]["namespaces"] = json!([world.namespace]);
+    world.apply_plugin(&rp).await;
+    world.plugin_ready(STAMP_RP).await;
+    let stamps = world.api("test.reconhost.dev", "v1", "Stamp", "stamps");
+    for n in 0..16 {
+        world
+            .create(
+                &stamps,
+                json!({"apiVersion": "test.reconhost.dev/v1", "kind": "Stamp",
+                       "metadata": {"name": format!("s-{n}")}, "spec": {"value": n}}),
+            )
+            .await;
+    }
+    for n in 0..16 {
+        let name = format!("s-{n}");
+        let message = eventually(CONVERGE, &format!("{name} refused"), || async {
+            let stamp = get(&stamps, &name).await?;
+            let synced = common::condition(&stamp, "Synced")?;
+            (synced["status"] == "False").then(|| synced["message"].to_string())
+        })
+        .await;
+        assert!(message.contains("memory"), "{name}: {message}");
+    }
+    let memory = host.memory().expect("the host runs under a limit");
+    assert_eq!(
+        memory.oom_kills(),
+        0,
+        "nothing in the host's cgroup was OOM-killed"
+    );
+    bystander_serves(&world, 2).await;
+    let mut host = host;
+    host.check_alive().expect("the host survived");
+    world.uninstall(STAMP_RP).await;
+    world.uninstall(WEBAPP_RP).await;
+}
+
 #[test]
 fn render_should_compile_under_the_same_bounds() {
     let dir = tempfile::tempdir().expect("a scratch directory");

@@ -1,4 +1,5 @@
-//! Test plugin: allocates without bound.
+//! Test plugin: allocates without bound. Its parent is a Stamp, so that the hostile suite can
+//! install it in a cluster (the runtime suite calls it with any parent).
 #![allow(missing_docs, reason = "a test fixture")]
 
 use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response};
@@ -7,11 +8,8 @@ struct Plugin;
 
 impl Reconciler for Plugin {
     fn info() -> Info {
-        Info::new(
-            "runtime-alloc",
-            Kind::new("test.reconhost.dev/v1", "Widget"),
-        )
-        .child(Kind::new("v1", "ConfigMap"))
+        Info::new("runtime-alloc", Kind::new("test.reconhost.dev/v1", "Stamp"))
+            .child(Kind::new("v1", "ConfigMap"))
     }
 
     #[allow(
