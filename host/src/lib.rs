@@ -46,6 +46,7 @@ pub mod client;
 pub mod controller;
 pub mod identity;
 pub mod init;
+pub mod keys;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;

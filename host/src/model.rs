@@ -51,6 +51,17 @@ pub fn group_of(api_version: &str) -> &str {
     api_version.split_once('/').map_or("", |(group, _)| group)
 }
 
+/// The condition the host keeps on every parent: whether the last reconcile went through
+/// (Crossplane's name for the same thing). `Ready` and the rest are the plugin's.
+pub const SYNCED: &str = "Synced";
+
+/// Longest condition message kept, in bytes; longer ones are cut (Kubernetes allows 32 KiB, but
+/// every message also reaches the host's log).
+pub const MAX_CONDITION_MESSAGE: usize = 4096;
+
+/// Longest event note kept, in bytes (events.k8s.io refuses notes of 1 kB or more).
+pub const MAX_EVENT_NOTE: usize = 1000;
+
 /// Text a plugin supplied, made safe for logs, events and conditions: control characters
 /// (newlines, carriage returns, terminal escapes) are written as escapes, so no plugin can
 /// forge a log line or repaint a terminal, and the text is cut at `max_bytes` (on a character

@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 
 pub use self::status_fields::StatusFields;
 use crate::model::{Condition, ConditionStatus, Desired, KindRef, PluginInfo, printable};
-use crate::runtime::MAX_CONDITION_MESSAGE;
+use crate::model::{MAX_CONDITION_MESSAGE, SYNCED};
 
 /// What to do with one child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -241,10 +241,6 @@ pub fn is_subset(desired: &Value, observed: &Value) -> bool {
         (a, b) => a == b,
     }
 }
-
-/// The condition the host keeps on every parent: whether the last reconcile went through
-/// (Crossplane's name for the same thing). `Ready` and the rest are the plugin's.
-pub const SYNCED: &str = "Synced";
 
 /// The host's `Synced` condition.
 pub fn synced(ok: bool, reason: &str, message: &str) -> Condition {

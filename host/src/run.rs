@@ -37,7 +37,7 @@ use crate::leader::{self, Election};
 use crate::lifecycle::load::Loader;
 use crate::lifecycle::{Defaults, Lifecycle};
 use crate::metrics::Metrics;
-use crate::runtime::{Limits, Plugin, Runtime};
+use crate::runtime::{Limits, Runtime};
 use crate::source::{SourceConfig, Sources};
 use crate::supervisor::Supervisor;
 
@@ -178,7 +178,7 @@ pub async fn run(
     } else {
         let static_limits = Limits::default().child_finalizers(args.allow_child_finalizers);
         for path in &args.plugins {
-            let plugin = load_file(&runtime, path, static_limits.clone()).await?;
+            let plugin = crate::source::file::load(&runtime, path, static_limits.clone()).await?;
             // The static mode is the operator's own list: its plugins act as the host.
             let spec = Spec {
                 plugin,
@@ -286,21 +286,6 @@ const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/servicea
 /// The supervisor owner of a `--plugin` file.
 fn owner_of(path: &Path) -> String {
     format!("file {}", path.display())
-}
-
-/// Reads and loads a plugin file on a blocking thread.
-pub async fn load_file(runtime: &Runtime, path: &Path, limits: Limits) -> anyhow::Result<Plugin> {
-    let (runtime, path): (Runtime, PathBuf) = (runtime.clone(), path.to_owned());
-    tokio::task::spawn_blocking(move || {
-        let bytes =
-            std::fs::read(&path).with_context(|| format!("reading plugin {}", path.display()))?;
-        let plugin = Plugin::load(&runtime, &path.display().to_string(), &bytes, limits)?;
-        let info = plugin.info();
-        info!(plugin = %info.name, version = %info.version, parent = %info.parent,
-              provenance = ?plugin.provenance(), "plugin loaded");
-        Ok(plugin)
-    })
-    .await?
 }
 
 async fn serve_probes(

@@ -22,4 +22,3 @@ pub use error::{CallError, CallErrorKind, LoadError};
 pub use limits::Limits;
 pub use plugin::{Outcome, Plugin, SUPPORTED_CONTRACTS};
 pub use reads::{NoObjects, ObjectReader, Read, Refused, StaticObjects};
-pub use validate::{MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE};

@@ -12,8 +12,9 @@ use tracing::{info, warn};
 
 use crate::controller::Spec;
 use crate::controller::workers::Stop;
-use crate::runtime::{Limits, Runtime, sha256_hex};
+use crate::runtime::{Limits, Runtime};
 use crate::selector::Selector;
+use crate::source::file;
 use crate::supervisor::Supervisor;
 
 /// How often the file is looked at.
@@ -40,7 +41,7 @@ pub async fn reload_on_change(
     mut stop: Stop,
 ) {
     let mut seen = stamp(&path);
-    let mut digest = std::fs::read(&path).map(|b| sha256_hex(&b)).ok();
+    let mut digest = file::read(&path).ok().map(|(_, digest)| digest);
     loop {
         tokio::select! {
             () = stop.stopped() => return,
@@ -51,15 +52,15 @@ pub async fn reload_on_change(
             continue;
         }
         seen = now;
-        let Ok(bytes) = std::fs::read(&path) else {
+        let Ok((bytes, new)) = file::read(&path) else {
             continue; // being replaced; the next look sees the new file
         };
-        let new = sha256_hex(&bytes);
         if digest.as_deref() == Some(new.as_str()) {
             continue;
         }
         info!(file = %path.display(), digest = %&new[..12], "plugin file changed; reloading");
-        let loaded = match crate::run::load_file(&runtime, &path, settings.limits.clone()).await {
+        // The bytes hashed are the bytes loaded: the file may change again meanwhile.
+        let loaded = match file::load_bytes(&runtime, &path, bytes, settings.limits.clone()).await {
             Ok(plugin) => plugin,
             Err(error) => {
                 warn!(file = %path.display(), error = format!("{error:#}"), "the new plugin does not load; the running version keeps serving");

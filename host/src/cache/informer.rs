@@ -20,36 +20,16 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use futures::StreamExt as _;
 use kube::api::{Api, DynamicObject};
 use kube::core::TypeMeta;
-use kube::core::discovery::ApiResource;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+pub use crate::keys::ResolvedKind;
+
 use super::store::{Cached, GroupKind, ObjectKey, Store};
 use crate::model::FIELD_MANAGER_PREFIX;
-
-/// A kind as discovery resolved it.
-#[derive(Debug, Clone)]
-pub struct ResolvedKind {
-    /// Group, version, kind and plural.
-    pub resource: ApiResource,
-    /// Whether objects of the kind live in namespaces.
-    pub namespaced: bool,
-    /// Whether the kind has a status subresource.
-    pub has_status: bool,
-}
-
-impl ResolvedKind {
-    /// The kind's identity across versions.
-    pub fn group_kind(&self) -> GroupKind {
-        GroupKind {
-            group: self.resource.group.clone(),
-            kind: self.resource.kind.clone(),
-        }
-    }
-}
 
 /// One change to a cached object, as handlers see it.
 #[derive(Debug)]
@@ -400,7 +380,9 @@ pub(super) mod tests {
     pub(crate) fn config_maps() -> Arc<Informer> {
         Arc::new(Informer::new(
             ResolvedKind {
-                resource: ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+                resource: kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+                    &(),
+                ),
                 namespaced: true,
                 has_status: false,
             },

@@ -5,89 +5,12 @@
 //! Objects are kept as [`Cached`]: JSON text plus the parsed fields the indexes need.
 
 use std::collections::{BTreeSet, HashMap};
-use std::fmt;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 pub use super::object::{Cached, Meta, Owner};
-use crate::model::KindRef;
+pub use crate::keys::{GroupKind, ObjectKey};
 use crate::selector::Selector;
-
-/// Namespace (empty for cluster-scoped objects) and name: the identity of an object of a kind.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
-    /// Namespace, empty for cluster-scoped objects.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-impl ObjectKey {
-    /// A key from its parts.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self {
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-
-    /// The key of a JSON object.
-    pub fn of(object: &Value) -> Self {
-        let meta = &object["metadata"];
-        Self::new(
-            meta["namespace"].as_str().unwrap_or(""),
-            meta["name"].as_str().unwrap_or(""),
-        )
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.namespace.is_empty() {
-            f.write_str(&self.name)
-        } else {
-            write!(f, "{}/{}", self.namespace, self.name)
-        }
-    }
-}
-
-/// A kind's identity across versions: the API server converts between versions of a group, so
-/// one cache serves every version a plugin names.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GroupKind {
-    /// API group, empty for the core group.
-    pub group: String,
-    /// Kind.
-    pub kind: String,
-}
-
-impl GroupKind {
-    /// The GroupKind of an `apiVersion` and `kind`.
-    pub fn of(api_version: &str, kind: &str) -> Self {
-        Self {
-            group: crate::model::group_of(api_version).to_owned(),
-            kind: kind.to_owned(),
-        }
-    }
-}
-
-impl From<&KindRef> for GroupKind {
-    fn from(kind: &KindRef) -> Self {
-        Self::of(&kind.api_version, &kind.kind)
-    }
-}
-
-impl fmt::Display for GroupKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.is_empty() {
-            f.write_str(&self.kind)
-        } else {
-            write!(f, "{}.{}", self.kind, self.group)
-        }
-    }
-}
 
 /// The cache of one kind and its indexes. Reads are cheap clones of `Arc`s.
 #[derive(Default)]
@@ -273,7 +196,7 @@ fn is_newer(incoming: &str, known: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn object(ns: &str, name: &str, owner: Option<&str>, labels: Value) -> Cached {
         let mut o = json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -24,9 +24,9 @@ use tracing::{debug, warn};
 
 use crate::cache::{GroupKind, ResolvedKind};
 use crate::metrics::PluginMetrics;
+use crate::model::MAX_EVENT_NOTE;
 use crate::model::{Event, EventType, PluginInfo, printable};
 use crate::planner::{Action, ChildPlan, FinalizerAction, Plan};
-use crate::runtime::MAX_EVENT_NOTE;
 
 /// What the API server says of an applied field its schema does not declare.
 const UNDECLARED_FIELD: &str = "field not declared in schema";

@@ -13,9 +13,9 @@ use super::applier::Applier;
 use super::fight::{Fights, Standing, Strike, dispute};
 use crate::cache::ObjectKey;
 use crate::metrics::PluginMetrics;
+use crate::model::MAX_CONDITION_MESSAGE;
 use crate::model::{Condition, ConditionStatus, Event, EventType, PluginInfo, printable};
 use crate::planner::{self, Action, Plan};
-use crate::runtime::MAX_CONDITION_MESSAGE;
 
 /// The condition a parent shows while one of its children is contested.
 pub const CONTESTED: &str = "Contested";

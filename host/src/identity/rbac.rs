@@ -16,7 +16,7 @@
 //! aggregated ClusterRole collects: the host never holds a wildcard.
 
 use super::access::Question;
-use crate::cache::ResolvedKind;
+use crate::keys::ResolvedKind;
 
 /// One rule: verbs on a resource of a group.
 #[derive(Debug, Clone, PartialEq, Eq)]

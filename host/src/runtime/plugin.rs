@@ -23,7 +23,8 @@ use super::error::{CallError, CallErrorKind, LoadError};
 use super::limits::Limits;
 use super::reads::{ObjectReader, Read};
 use super::state::{MAX_LOG_LINE, State};
-use super::validate::{MAX_CONDITION_MESSAGE, check_info, validate};
+use super::validate::{check_info, validate};
+use crate::model::MAX_CONDITION_MESSAGE;
 use crate::model::{KindRef, PluginError, PluginInfo, ReconcileRequest, object_ref, printable};
 
 /// The contract versions this host implements.

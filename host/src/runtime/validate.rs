@@ -10,7 +10,7 @@ use super::bindings::v0_1::types;
 use super::error::CallErrorKind;
 use super::limits::Limits;
 use crate::model::{Condition, ConditionStatus, Desired, Event, EventType, PluginInfo, printable};
-use crate::planner::SYNCED;
+use crate::model::{MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE, SYNCED};
 
 /// Events one response may ask for. Each is an API write made on the parent (aggregated by
 /// reason into a series, but still a request); ten cover a report of several distinct facts.
@@ -22,13 +22,6 @@ pub const MAX_CONDITIONS: usize = 16;
 /// The largest status a plugin may write, in bytes: the whole parent must stay under the API
 /// server's 1.5 MiB object limit, and the status is written on every change.
 pub const MAX_STATUS_BYTES: usize = 256 << 10;
-
-/// Longest condition message kept, in bytes; longer ones are cut (Kubernetes allows 32 KiB, but
-/// every message also reaches the host's log).
-pub const MAX_CONDITION_MESSAGE: usize = 4096;
-
-/// Longest event note kept, in bytes (events.k8s.io refuses notes of 1 kB or more).
-pub const MAX_EVENT_NOTE: usize = 1000;
 
 /// Longest reason (events.k8s.io's limit for an event's reason).
 pub const MAX_REASON: usize = 128;
