@@ -21,6 +21,7 @@
 
 pub mod applied;
 pub mod applier;
+pub mod context;
 pub mod deps;
 pub mod fight;
 pub mod generation;
@@ -36,48 +37,15 @@ pub mod workers;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tracing::{Instrument as _, info, warn};
 
+pub use self::context::Context;
 pub use self::generation::{Generation, PrepareError, Spec};
 use self::queue::{Backoff, Priority, WorkQueue};
 use self::workers::{StopHandle, stop_signal};
-use crate::cache::{GroupKind, Informers, ObjectKey};
-use crate::metrics::Metrics;
-
-/// What every controller of a host shares.
-#[derive(Clone)]
-pub struct Context {
-    /// The shared informers.
-    pub informers: Informers,
-    /// The host's client (writes are made with it).
-    pub client: kube::Client,
-    /// The metrics registry.
-    pub metrics: Arc<Metrics>,
-    /// Permits for reconciles across all controllers.
-    pub global: Arc<Semaphore>,
-    /// How often every parent is queued again (zero: never).
-    pub sync_period: Duration,
-    /// How long in-flight reconciles get to finish when a pool stops.
-    pub grace: Duration,
-    /// The host's access reviews, for reads made as a plugin's ServiceAccount.
-    pub access: Arc<crate::identity::access::Access>,
-    /// Whether a plugin may reconcile a built-in kind (`--allow-builtin-parents`).
-    pub allow_builtin_parents: bool,
-    /// When a fight over a child's field trips the breaker (`--fight-*`).
-    pub fights: fight::FightPolicy,
-    /// Whether this replica leads (always, without leader election): worker pools run only
-    /// while it does; caches and generations are kept either way.
-    pub leading: tokio::sync::watch::Receiver<bool>,
-    /// The host's own namespaces (where it runs, its Lease's), whose Namespace objects no
-    /// plugin's child may be.
-    pub protected_namespaces: std::collections::BTreeSet<String>,
-    /// The host's leader Lease (`namespace`, `name`), when it elects one.
-    pub lease: Option<(String, String)>,
-    /// The guest memory all calls together may hold.
-    pub guest_memory: guest_memory::GuestMemory,
-}
+use crate::cache::{GroupKind, ObjectKey};
 
 /// The controller of one parent kind.
 pub struct Controller {
