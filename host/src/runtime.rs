@@ -5,7 +5,7 @@
 //! Start with [`Runtime::new`], then [`Plugin::load`] and [`Plugin::reconcile`].
 
 mod bindings;
-mod cache;
+mod code_cache;
 mod compile;
 mod engine;
 mod error;
@@ -15,7 +15,7 @@ mod reads;
 mod state;
 mod validate;
 
-pub use cache::{CompiledCache, Provenance, sha256_hex};
+pub use code_cache::{CompiledCache, Provenance, sha256_hex};
 pub use compile::{CompileBudget, Compiler, Shape, check_shape, worker_main};
 pub use engine::{EPOCH_TICK, EngineError, MemoryReset, Runtime, RuntimeConfig};
 pub use error::{CallError, CallErrorKind, LoadError};

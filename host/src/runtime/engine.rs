@@ -11,7 +11,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::v0_1;
-use super::cache::CompiledCache;
+use super::code_cache::CompiledCache;
 use super::compile::{CompileBudget, Compiler};
 use super::state::State;
 

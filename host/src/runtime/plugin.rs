@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use wasmtime::{Store, Trap};
 
 use super::bindings::v0_1::{Reconciler, ReconcilerPre, types};
-use super::cache::{Provenance, sha256_hex};
+use super::code_cache::{Provenance, sha256_hex};
 use super::engine::{EPOCH_TICK, Runtime};
 use super::error::{CallError, CallErrorKind, LoadError};
 use super::limits::Limits;
