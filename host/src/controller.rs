@@ -21,6 +21,7 @@
 
 pub mod applied;
 pub mod applier;
+pub mod book;
 pub mod context;
 pub mod deps;
 pub mod fight;

@@ -3,7 +3,7 @@
 //!
 //! - [`configmap`]: a key of a ConfigMap's `binaryData`, optionally gzip-compressed.
 //! - [`oci`]: the wasm layer of an OCI artifact, pulled by its digest.
-//! - [`file`]: a local file (`reconhost run --plugin`), read once.
+//! - [`file`](mod@file): a local file (`reconhost run --plugin`), read once.
 //!
 //! Every source is read in the plugin's namespace (the ServiceAccount's), so a ReconcilePlugin
 //! cannot point the host at another team's ConfigMap or registry credentials. Every byte count

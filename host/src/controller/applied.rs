@@ -12,22 +12,22 @@
 //!
 //! The memory is in-process: a restarted host applies such a child once more, then knows it.
 //! Entries live as long as the parent's children do; a reconcile keeps only the children it
-//! observed or wrote, and a deleted parent drops them all.
+//! observed or wrote, and a deleted parent drops them all (with its page of the
+//! [`ParentBook`](super::book::ParentBook)).
 
 use std::collections::HashMap;
 use std::hash::{Hash as _, Hasher as _};
-use std::sync::Mutex;
 
 use serde_json::Value;
 
 use super::applier::Written;
-use crate::cache::{GroupKind, ObjectKey};
+use crate::cache::GroupKind;
 use crate::planner::{self, Action, Plan};
 
-/// Per parent: child UID → what was applied to it and the version that produced.
-#[derive(Default)]
+/// One parent's children: child UID → what was applied to it and the version that produced.
+#[derive(Debug, Default)]
 pub struct Applied {
-    by_parent: Mutex<HashMap<ObjectKey, HashMap<String, Entry>>>,
+    children: HashMap<String, Entry>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,11 +41,8 @@ struct Entry {
 impl Applied {
     /// Turns updates into no-ops where the observed child is still exactly what the host made
     /// of the same body. `observed` are the children the plan was made against.
-    pub fn settle(&self, parent: &ObjectKey, plan: &mut Plan, observed: &[Value]) {
-        let by_parent = self.lock();
-        let Some(children) = by_parent.get(parent) else {
-            return;
-        };
+    pub fn settle(&self, plan: &mut Plan, observed: &[Value]) {
+        let children = &self.children;
         for child in plan
             .children
             .iter_mut()
@@ -68,21 +65,17 @@ impl Applied {
     /// Whether `observed`, a child the plan updates with `body`, was last written by the host
     /// with this same body and has been written by someone else since: the plugin's intent is
     /// unchanged, another writer's is not. The fight breaker's first question.
-    pub fn rewritten(&self, parent: &ObjectKey, body: &Value, observed: &Value) -> bool {
+    pub fn rewritten(&self, body: &Value, observed: &Value) -> bool {
         let meta = &observed["metadata"];
-        let by_parent = self.lock();
-        let remembered = by_parent
-            .get(parent)
-            .and_then(|children| children.get(meta["uid"].as_str()?));
+        let remembered = meta["uid"].as_str().and_then(|uid| self.children.get(uid));
         remembered
             .is_some_and(|e| meta["resourceVersion"] != e.version.as_str() && e.body == hash(body))
     }
 
     /// Records what a successful apply of `plan` wrote, and forgets children that are neither
     /// observed nor written any more.
-    pub fn record(&self, parent: &ObjectKey, plan: &Plan, observed: &[Value], written: &[Written]) {
-        let mut by_parent = self.lock();
-        let children = by_parent.entry(parent.clone()).or_default();
+    pub fn record(&mut self, plan: &Plan, observed: &[Value], written: &[Written]) {
+        let children = &mut self.children;
         for w in written {
             let Some(sent) = plan.children.iter().find(|c| {
                 c.action != Action::Delete
@@ -112,18 +105,11 @@ impl Applied {
                     .any(|w| w.object.metadata.uid.as_ref() == Some(uid))
         };
         children.retain(|uid, _| live(uid));
-        if children.is_empty() {
-            by_parent.remove(parent);
-        }
     }
 
-    /// Forgets a deleted parent's children.
-    pub fn forget(&self, parent: &ObjectKey) {
-        self.lock().remove(parent);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, HashMap<String, Entry>>> {
-        self.by_parent.lock().expect("applied-state lock poisoned")
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.children.is_empty()
     }
 }
 
@@ -181,75 +167,62 @@ mod tests {
 
     #[test]
     fn a_normalised_child_at_the_version_the_host_wrote_should_be_unchanged() {
-        let applied = Applied::default();
-        let parent = ObjectKey::new("a", "p");
+        let mut applied = Applied::default();
         let first = plan_with(Action::Create, body("0.5"));
-        applied.record(&parent, &first, &[], &[written(stored("7"))]);
+        applied.record(&first, &[], &[written(stored("7"))]);
 
         let mut again = plan_with(Action::Update, body("0.5"));
-        applied.settle(&parent, &mut again, &[stored("7")]);
+        applied.settle(&mut again, &[stored("7")]);
         assert_eq!(again.children[0].action, Action::Unchanged);
     }
 
     #[test]
     fn a_child_written_since_or_a_new_body_should_still_be_updated() {
-        let applied = Applied::default();
-        let parent = ObjectKey::new("a", "p");
+        let mut applied = Applied::default();
         applied.record(
-            &parent,
             &plan_with(Action::Create, body("0.5")),
             &[],
             &[written(stored("7"))],
         );
         let mut someone_wrote = plan_with(Action::Update, body("0.5"));
-        applied.settle(&parent, &mut someone_wrote, &[stored("8")]);
+        applied.settle(&mut someone_wrote, &[stored("8")]);
         assert_eq!(someone_wrote.children[0].action, Action::Update);
         let mut new_body = plan_with(Action::Update, body("1"));
-        applied.settle(&parent, &mut new_body, &[stored("7")]);
+        applied.settle(&mut new_body, &[stored("7")]);
         assert_eq!(new_body.children[0].action, Action::Update);
         let mut other_parent = plan_with(Action::Update, body("0.5"));
-        applied.settle(&ObjectKey::new("a", "x"), &mut other_parent, &[stored("7")]);
+        Applied::default().settle(&mut other_parent, &[stored("7")]);
         assert_eq!(other_parent.children[0].action, Action::Update);
     }
 
     #[test]
     fn only_the_same_body_written_over_by_someone_else_should_count_as_rewritten() {
-        let applied = Applied::default();
-        let parent = ObjectKey::new("a", "p");
+        let mut applied = Applied::default();
         applied.record(
-            &parent,
             &plan_with(Action::Create, body("0.5")),
             &[],
             &[written(stored("7"))],
         );
-        assert!(applied.rewritten(&parent, &body("0.5"), &stored("8")));
+        assert!(applied.rewritten(&body("0.5"), &stored("8")));
         assert!(
-            !applied.rewritten(&parent, &body("0.5"), &stored("7")),
+            !applied.rewritten(&body("0.5"), &stored("7")),
             "nobody wrote since"
         );
         assert!(
-            !applied.rewritten(&parent, &body("1"), &stored("8")),
+            !applied.rewritten(&body("1"), &stored("8")),
             "the plugin wants more"
         );
-        assert!(!applied.rewritten(&ObjectKey::new("a", "x"), &body("0.5"), &stored("8")));
+        assert!(!Applied::default().rewritten(&body("0.5"), &stored("8")));
     }
 
     #[test]
-    fn children_gone_and_deleted_parents_should_be_forgotten() {
-        let applied = Applied::default();
-        let parent = ObjectKey::new("a", "p");
+    fn children_gone_should_be_forgotten() {
+        let mut applied = Applied::default();
         let plan = plan_with(Action::Create, body("0.5"));
-        applied.record(&parent, &plan, &[], &[written(stored("7"))]);
+        applied.record(&plan, &[], &[written(stored("7"))]);
+        assert!(!applied.is_empty());
         // A later reconcile that neither observed nor wrote the child.
-        applied.record(
-            &parent,
-            &plan_with(Action::Unchanged, body("0.5")),
-            &[],
-            &[],
-        );
-        assert!(applied.lock().is_empty());
-        applied.record(&parent, &plan, &[], &[written(stored("7"))]);
-        applied.forget(&parent);
-        assert!(applied.lock().is_empty());
+        applied.record(&plan_with(Action::Unchanged, body("0.5")), &[], &[]);
+        assert!(applied.is_empty());
     }
 }

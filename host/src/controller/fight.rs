@@ -26,12 +26,9 @@
 //! predecessor at the next reconcile of that parent.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-use crate::cache::ObjectKey;
 
 /// When a fight trips the breaker and for how long the host stays out of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,26 +262,48 @@ pub struct Standing {
     pub wake_after: Option<Duration>,
 }
 
-/// The breakers of one plugin's children, per parent.
+/// One parent's breakers, by child (`Kind namespace/name`): its page of the
+/// [`ParentBook`](super::book::ParentBook).
+#[derive(Debug, Default)]
+pub struct Breakers(HashMap<String, Breaker>);
+
+impl Breakers {
+    /// Children with a tripped breaker (held, or on probation after a hold), for the gauge.
+    pub fn contested(&self) -> usize {
+        self.0.values().filter(|b| b.trips > 0).count()
+    }
+
+    /// Whether no breaker is kept.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Lifts every breaker if the parent's spec changed (its generation moved) since they
+    /// counted: editing the parent is how a person says "try again now", after removing the
+    /// other writer, say. Returns whether any was lifted.
+    pub fn lift_if_edited(&mut self, generation: i64) -> bool {
+        let before = self.0.len();
+        self.0.retain(|_, b| b.generation == generation);
+        self.0.len() < before
+    }
+}
+
+/// The fight breaker's rules, under one policy.
 pub struct Fights {
     policy: FightPolicy,
-    by_parent: Mutex<HashMap<ObjectKey, HashMap<String, Breaker>>>,
 }
 
 impl Fights {
-    /// No fights yet, under `policy`.
+    /// The rules under `policy`.
     pub fn new(policy: FightPolicy) -> Self {
-        Self {
-            policy,
-            by_parent: Mutex::default(),
-        }
+        Self { policy }
     }
 
-    /// Whether `child` of `parent` must not be applied now.
-    pub fn is_held(&self, parent: &ObjectKey, child: &str, now: Instant) -> bool {
-        self.lock()
-            .get(parent)
-            .and_then(|children| children.get(child))
+    /// Whether `child` of the parent whose breakers these are must not be applied now.
+    pub fn is_held(&self, breakers: &Breakers, child: &str, now: Instant) -> bool {
+        breakers
+            .0
+            .get(child)
             .and_then(|b| b.open_until)
             .is_some_and(|until| now < until)
     }
@@ -293,17 +312,15 @@ impl Fights {
     /// changed.
     pub fn strike(
         &self,
-        parent: &ObjectKey,
+        breakers: &mut Breakers,
         generation: i64,
         child: &str,
         dispute: Dispute,
         now: Instant,
     ) -> Strike {
         let policy = self.policy;
-        let mut by_parent = self.lock();
-        let breaker = by_parent
-            .entry(parent.clone())
-            .or_default()
+        let breaker = breakers
+            .0
             .entry(child.to_owned())
             .or_insert_with(|| Breaker {
                 dispute: dispute.clone(),
@@ -354,13 +371,10 @@ impl Fights {
         Strike::Tripped(hold)
     }
 
-    /// Where `parent`'s fights stand; breakers that have been quiet for a window close.
-    pub fn standing(&self, parent: &ObjectKey, now: Instant) -> Standing {
+    /// Where the parent's fights stand; breakers that have been quiet for a window close.
+    pub fn standing(&self, breakers: &mut Breakers, now: Instant) -> Standing {
         let window = self.policy.window;
-        let mut by_parent = self.lock();
-        let Some(children) = by_parent.get_mut(parent) else {
-            return Standing::default();
-        };
+        let children = &mut breakers.0;
         children.retain(|_, b| now < b.closes_at(window));
         let mut standing = Standing::default();
         let mut names: Vec<&String> = children.keys().collect();
@@ -384,45 +398,7 @@ impl Fights {
                 });
             }
         }
-        if children.is_empty() {
-            by_parent.remove(parent);
-        }
         standing
-    }
-
-    /// Children with a tripped breaker (held, or on probation after a hold), for the gauge.
-    pub fn contested(&self) -> usize {
-        self.lock()
-            .values()
-            .flat_map(HashMap::values)
-            .filter(|b| b.trips > 0)
-            .count()
-    }
-
-    /// Lifts every breaker of `parent` if its spec changed (its generation moved) since they
-    /// counted: editing the parent is how a person says "try again now", after removing the
-    /// other writer, say. Returns whether any was lifted.
-    pub fn lift_if_edited(&self, parent: &ObjectKey, generation: i64) -> bool {
-        let mut by_parent = self.lock();
-        let Some(children) = by_parent.get_mut(parent) else {
-            return false;
-        };
-        let before = children.len();
-        children.retain(|_, b| b.generation == generation);
-        let lifted = children.len() < before;
-        if children.is_empty() {
-            by_parent.remove(parent);
-        }
-        lifted
-    }
-
-    /// Forgets a parent the plugin no longer reconciles.
-    pub fn forget(&self, parent: &ObjectKey) {
-        self.lock().remove(parent);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, HashMap<String, Breaker>>> {
-        self.by_parent.lock().expect("fight lock poisoned")
     }
 }
 
@@ -557,20 +533,20 @@ mod tests {
     #[test]
     fn strikes_should_trip_only_at_the_threshold_within_the_window() {
         let fights = Fights::new(policy());
-        let parent = ObjectKey::new("ns", "web");
+        let mut parent = Breakers::default();
         let t0 = Instant::now();
         let s = |secs| t0 + Duration::from_secs(secs);
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(0)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(0)),
             Strike::Counted
         );
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(30)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(30)),
             Strike::Counted
         );
         // The first strike has left the window.
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(61)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(61)),
             Strike::Counted
         );
         // Another field starts the count again.
@@ -579,83 +555,80 @@ mod tests {
             ..hpa()
         };
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, other, s(62)),
+            fights.strike(&mut parent, 1, CHILD, other, s(62)),
             Strike::Counted
         );
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(63)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(63)),
             Strike::Counted
         );
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(64)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(64)),
             Strike::Counted
         );
         assert!(!fights.is_held(&parent, CHILD, s(64)));
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(65)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(65)),
             Strike::Tripped(Duration::from_secs(10))
         );
         assert!(fights.is_held(&parent, CHILD, s(70)));
         assert!(!fights.is_held(&parent, CHILD, s(75)));
-        assert!(!fights.is_held(&ObjectKey::new("ns", "other"), CHILD, s(70)));
+        assert!(!fights.is_held(&Breakers::default(), CHILD, s(70)));
     }
 
     #[test]
     fn a_fight_that_goes_on_should_trip_at_once_with_doubling_backoff() {
         let fights = Fights::new(policy());
-        let parent = ObjectKey::new("ns", "web");
+        let mut parent = Breakers::default();
         let t0 = Instant::now();
         let s = |secs| t0 + Duration::from_secs(secs);
         for t in 0..2 {
-            fights.strike(&parent, 1, CHILD, hpa(), s(t));
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(t));
         }
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(2)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(2)),
             Strike::Tripped(Duration::from_secs(10))
         );
         // After the hold the host re-applies once; that one is undone again, and one strike
         // is enough now.
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(13)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(13)),
             Strike::Probe
         );
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(14)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(14)),
             Strike::Tripped(Duration::from_secs(20))
         );
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(35)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(35)),
             Strike::Probe
         );
         assert_eq!(
-            fights.strike(&parent, 1, CHILD, hpa(), s(36)),
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(36)),
             Strike::Tripped(Duration::from_secs(25)),
             "capped at max_backoff"
         );
-        assert_eq!(fights.contested(), 1);
+        assert_eq!(parent.contested(), 1);
     }
 
     #[test]
     fn editing_the_parent_should_lift_its_breakers() {
         let fights = Fights::new(policy());
-        let parent = ObjectKey::new("ns", "web");
+        let mut parent = Breakers::default();
         let t0 = Instant::now();
         let s = |secs| t0 + Duration::from_secs(secs);
         for t in 0..3 {
-            fights.strike(&parent, 1, CHILD, hpa(), s(t));
+            fights.strike(&mut parent, 1, CHILD, hpa(), s(t));
         }
         assert!(fights.is_held(&parent, CHILD, s(3)));
-        assert!(
-            !fights.lift_if_edited(&parent, 1),
-            "the same spec lifts nothing"
-        );
+        assert!(!parent.lift_if_edited(1), "the same spec lifts nothing");
         assert!(fights.is_held(&parent, CHILD, s(3)));
-        assert!(fights.lift_if_edited(&parent, 2));
+        assert!(parent.lift_if_edited(2));
         assert!(!fights.is_held(&parent, CHILD, s(3)));
-        assert_eq!(fights.standing(&parent, s(3)), Standing::default());
+        assert_eq!(fights.standing(&mut parent, s(3)), Standing::default());
         // Counting starts afresh: three strikes again before the next hold.
         assert_eq!(
-            fights.strike(&parent, 2, CHILD, hpa(), s(4)),
+            fights.strike(&mut parent, 2, CHILD, hpa(), s(4)),
             Strike::Counted
         );
     }
@@ -663,18 +636,18 @@ mod tests {
     #[test]
     fn the_standing_should_name_the_contest_until_a_quiet_window_closes_it() {
         let fights = Fights::new(policy());
-        let parent = ObjectKey::new("ns", "web");
+        let mut parent = Breakers::default();
         let t0 = Instant::now();
         let s = |secs| t0 + Duration::from_secs(secs);
-        fights.strike(&parent, 1, CHILD, hpa(), s(0));
+        fights.strike(&mut parent, 1, CHILD, hpa(), s(0));
         assert_eq!(
-            fights.standing(&parent, s(1)),
+            fights.standing(&mut parent, s(1)),
             Standing::default(),
             "a strike alone shows nothing"
         );
-        fights.strike(&parent, 1, CHILD, hpa(), s(1));
-        fights.strike(&parent, 1, CHILD, hpa(), s(2));
-        let held = fights.standing(&parent, s(4));
+        fights.strike(&mut parent, 1, CHILD, hpa(), s(1));
+        fights.strike(&mut parent, 1, CHILD, hpa(), s(2));
+        let held = fights.standing(&mut parent, s(4));
         let contest = held.contest.expect("contested");
         assert_eq!(contest.child, CHILD);
         assert_eq!(contest.dispute, hpa());
@@ -690,12 +663,12 @@ mod tests {
             "the hold ends at 12 s"
         );
         // After the hold, on probation: still contested, woken when the window would close.
-        let probation = fights.standing(&parent, s(20));
+        let probation = fights.standing(&mut parent, s(20));
         assert!(probation.contest.is_some());
         assert_eq!(probation.wake_after, Some(Duration::from_secs(52)));
         // A window after the hold without a strike: over, and forgotten.
-        assert_eq!(fights.standing(&parent, s(72)), Standing::default());
-        assert_eq!(fights.contested(), 0);
-        assert!(fights.lock().is_empty());
+        assert_eq!(fights.standing(&mut parent, s(72)), Standing::default());
+        assert_eq!(parent.contested(), 0);
+        assert!(parent.is_empty());
     }
 }

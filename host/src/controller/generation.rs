@@ -1,6 +1,7 @@
 //! One version of a plugin wired to the caches: its informers (acquired, so their watches run),
 //! the handlers that turn changes into keys of the controller's queue, and the reconciler with
-//! its per-version memory (permanent failures, applied bodies, dependencies).
+//! its per-version memory, one [`ParentBook`] (failures for good, applied bodies, fight
+//! breakers, dependencies, per parent).
 //!
 //! A controller swaps generations (an upgrade, a changed config or limits) without losing its
 //! queue: the next generation is prepared beside the running one, waits for its own caches, and
@@ -14,8 +15,7 @@ use serde_json::Value;
 
 use super::Context;
 use super::applier::Applier;
-use super::deps::Dependencies;
-use super::permanent::Permanent;
+use super::book::ParentBook;
 use super::queue::{Priority, WorkQueue};
 use super::reconciler::{Parts, Reconciler, places};
 use super::schema::{self, ParentSchema, WatchHandle};
@@ -152,7 +152,7 @@ impl Generation {
             reads.push(informers.acquire_in(kind, scope).await?);
         }
 
-        let deps = Arc::new(Dependencies::default());
+        let book = Arc::new(ParentBook::default());
         let parent_kind = GroupKind::from(&info.parent);
         let namespaced = parents.kind().namespaced;
         let mut registrations = Vec::new();
@@ -166,27 +166,25 @@ impl Generation {
         }
         // A child or a read object that changes is a new input: a parent that failed for good
         // on the old one is tried again.
-        let permanent = Arc::new(Permanent::default());
         for child in &children {
-            let (queue, permanent) = (queue.clone(), permanent.clone());
+            let (queue, book) = (queue.clone(), book.clone());
             let parent_kind = parent_kind.clone();
             registrations.push(child.on_change(move |change| {
                 for object in [change.old, change.new].into_iter().flatten() {
                     if let Some(owner) = controller_of(&object.meta, &parent_kind, namespaced) {
-                        permanent.forget(&owner);
+                        book.input_changed(&owner);
                         queue.add(owner, priority(change.initial));
                     }
                 }
             }));
         }
         for read in &reads {
-            let (queue, permanent) = (queue.clone(), permanent.clone());
-            let deps = deps.clone();
+            let (queue, book) = (queue.clone(), book.clone());
             let kind = read.group_kind();
             registrations.push(read.on_change(move |change| {
                 let (old, new) = (change.old.map(|c| &c.meta), change.new.map(|c| &c.meta));
-                for parent in deps.readers_of(&kind, old, new) {
-                    permanent.forget(&parent);
+                for parent in book.deps().readers_of(&kind, old, new) {
+                    book.input_changed(&parent);
                     queue.add(parent, Priority::Normal);
                 }
             }));
@@ -195,14 +193,14 @@ impl Generation {
         // A CRD that comes to declare (or drops) the host's fields changes every parent's
         // status, failed ones included.
         let schema_watch = crd.is_some().then(|| {
-            let (queue, permanent) = (queue.clone(), permanent.clone());
+            let (queue, book) = (queue.clone(), book.clone());
             let replayed = Arc::clone(&parents);
             schema::watch(
                 ctx.client.clone(),
                 parents.kind(),
                 status_schema.clone(),
                 move || {
-                    permanent.clear();
+                    book.all_inputs_changed();
                     for key in replayed.store().keys() {
                         queue.add(key, Priority::Low);
                     }
@@ -226,7 +224,7 @@ impl Generation {
             parents: Arc::clone(&parents),
             children: children.iter().map(|c| Arc::clone(c)).collect(),
             reader: Arc::new(CacheReader::new(reads.iter().map(|r| Arc::clone(r)), guard)),
-            deps,
+            book,
             applier,
             metrics: metrics.plugin(&info.name),
             selector: spec.parent_selector.clone(),
@@ -245,7 +243,6 @@ impl Generation {
             },
             guest_memory: ctx.guest_memory.clone(),
             schema: status_schema,
-            permanent,
             fights: ctx.fights,
         });
         let informers = std::iter::once(parents)

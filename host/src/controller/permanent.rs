@@ -6,19 +6,14 @@
 //! one changes); an object the reconcile read. The host's own writes to the parent (the
 //! failure shown on its status, its finalizer) are not inputs and do not wake it.
 
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash as _, Hasher as _};
-use std::sync::Mutex;
 
 use serde_json::Value;
 
-use crate::cache::ObjectKey;
-
-/// The parents that failed for good, with the inputs they failed on.
-#[derive(Default)]
-pub struct Permanent {
-    failed: Mutex<HashMap<ObjectKey, Inputs>>,
-}
+/// Whether a parent failed for good, and with what inputs: one page of the
+/// [`ParentBook`](super::book::ParentBook).
+#[derive(Debug, Default)]
+pub struct Permanent(Option<Inputs>);
 
 #[derive(Debug, PartialEq, Eq)]
 struct Inputs {
@@ -30,30 +25,26 @@ struct Inputs {
 
 impl Permanent {
     /// Remembers that `parent` failed for good as it is now.
-    pub fn remember(&self, key: &ObjectKey, parent: &Value) {
-        self.lock().insert(key.clone(), inputs(parent));
+    pub fn remember(&mut self, parent: &Value) {
+        self.0 = Some(inputs(parent));
     }
 
     /// Whether `parent` failed for good with the inputs it has now. Asked before every
     /// reconcile, so the inputs are only worked out for a parent that did fail.
-    pub fn holds(&self, key: &ObjectKey, parent: &Value) -> bool {
-        self.lock()
-            .get(key)
+    pub fn holds(&self, parent: &Value) -> bool {
+        self.0
+            .as_ref()
             .is_some_and(|failed| *failed == inputs(parent))
     }
 
-    /// Forgets the failure of `key`: an input changed, or it went through.
-    pub fn forget(&self, key: &ObjectKey) {
-        self.lock().remove(key);
+    /// Forgets the failure: an input changed, or it went through.
+    pub fn forget(&mut self) {
+        self.0 = None;
     }
 
-    /// Forgets every failure: the parent kind's schema changed.
-    pub fn clear(&self) {
-        self.lock().clear();
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Inputs>> {
-        self.failed.lock().expect("permanent-failure lock poisoned")
+    /// Whether no failure is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
     }
 }
 
@@ -81,16 +72,16 @@ mod tests {
 
     #[test]
     fn a_failure_should_hold_until_an_input_changes() {
-        let (failed, key) = (Permanent::default(), ObjectKey::new("ns", "p"));
-        failed.remember(&key, &parent());
-        assert!(failed.holds(&key, &parent()));
+        let mut failed = Permanent::default();
+        failed.remember(&parent());
+        assert!(failed.holds(&parent()));
 
         // The host's own writes: a failure condition, a finalizer, a new resourceVersion.
         let mut written = parent();
         written["status"] = json!({"conditions": [{"type": "Synced", "status": "False"}]});
         written["metadata"]["finalizers"] = json!(["reconhost.dev/p"]);
         written["metadata"]["resourceVersion"] = json!("11");
-        assert!(failed.holds(&key, &written));
+        assert!(failed.holds(&written));
 
         for change in [
             json!({"generation": 3}),
@@ -102,9 +93,10 @@ mod tests {
             for (k, v) in change.as_object().unwrap() {
                 changed["metadata"][k] = v.clone();
             }
-            assert!(!failed.holds(&key, &changed), "{change}");
+            assert!(!failed.holds(&changed), "{change}");
         }
-        failed.forget(&key);
-        assert!(!failed.holds(&key, &parent()));
+        failed.forget();
+        assert!(!failed.holds(&parent()));
+        assert!(failed.is_empty());
     }
 }

@@ -5,7 +5,8 @@
 //! Failures are sorted three ways:
 //! - a permanent plugin error, or an API rejection of what the plugin asked for (invalid,
 //!   unknown kind, a field the schema does not declare): shown on the parent and not retried
-//!   until an input changes ([`Permanent`]);
+//!   until an input changes ([`super::permanent::Permanent`], in the parent's page of the
+//!   [`ParentBook`]);
 //! - anything else from the plugin (transient errors, deadlines, traps, invalid responses):
 //!   shown on the parent and retried with per-key backoff, so a plugin fixed by an upgrade, or
 //!   an input that gets fixed, recovers;
@@ -18,7 +19,7 @@
 //! parent does not control is refused before anything is sent.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -29,13 +30,11 @@ mod gates;
 pub mod places;
 
 use self::failures::failures_message;
-use super::applied::Applied;
 use super::applier::{Applier, ApplyError, Written};
-use super::deps::Dependencies;
+use super::book::ParentBook;
 use super::fight::{FightPolicy, Fights};
 use super::guest_memory::GuestMemory;
 use super::pace::{self, Pace};
-use super::permanent::Permanent;
 use super::referee::{CONTESTED, Referee};
 use super::schema::ParentSchema;
 use super::workers::Next;
@@ -54,16 +53,11 @@ pub struct Reconciler {
     parents: Arc<Informer>,
     children: Vec<Arc<Informer>>,
     reader: Arc<CacheReader>,
-    deps: Arc<Dependencies>,
     applier: Applier,
     metrics: PluginMetrics,
-    /// Parents whose last reconcile failed for good, and on what.
-    permanent: Arc<Permanent>,
-    /// Conflicts (409) in a row per parent, cleared by a reconcile that goes through.
-    conflicts: Mutex<HashMap<ObjectKey, u32>>,
-    /// What was last applied to each child, for children the API server normalised and for
-    /// the fight breaker.
-    applied: Applied,
+    /// Everything remembered per parent (failures for good, conflicts, applied bodies, fight
+    /// breakers, what it read).
+    book: Arc<ParentBook>,
     /// The fight breaker.
     referee: Referee,
     /// The parents this plugin reconciles; the others are left alone.
@@ -92,8 +86,8 @@ pub struct Parts {
     pub children: Vec<Arc<Informer>>,
     /// The reader over the kinds the plugin may read.
     pub reader: Arc<CacheReader>,
-    /// Where reads are recorded.
-    pub deps: Arc<Dependencies>,
+    /// Everything remembered per parent; the handlers record changed inputs in it.
+    pub book: Arc<ParentBook>,
     /// The applier.
     pub applier: Applier,
     /// The plugin's metrics.
@@ -108,8 +102,6 @@ pub struct Parts {
     pub guest_memory: GuestMemory,
     /// The parent kind's status schema.
     pub schema: Arc<ParentSchema>,
-    /// Parents that failed for good; the handlers forget one when its inputs change.
-    pub permanent: Arc<Permanent>,
     /// When a fight over a child's field trips the breaker.
     pub fights: FightPolicy,
 }
@@ -128,12 +120,9 @@ impl Reconciler {
             parents: parts.parents,
             children: parts.children,
             reader: parts.reader,
-            deps: parts.deps,
+            book: parts.book,
             applier: parts.applier,
             metrics: parts.metrics.clone(),
-            permanent: parts.permanent,
-            conflicts: Mutex::new(HashMap::new()),
-            applied: Applied::default(),
             referee,
             selector: parts.selector,
             namespaces: parts.namespaces,
@@ -161,7 +150,7 @@ impl Reconciler {
         }
         let uid = cached.meta.uid.clone();
         // A parent being deleted is always looked at: its finalize timeout must be able to run.
-        if !model::is_deleting(&parent) && self.permanent.holds(key, &parent) {
+        if !model::is_deleting(&parent) && self.book.read(key, |p| p.permanent.holds(&parent)) {
             debug!(plugin = %name, parent = %key, "permanent failure; waiting for a change");
             return Next::Done;
         }
@@ -265,7 +254,7 @@ impl Reconciler {
         };
         self.metrics.call_seconds(outcome.elapsed);
         self.metrics.memory_peak(outcome.memory_peak);
-        self.deps.record(key, &outcome.reads);
+        self.book.deps().record(key, &outcome.reads);
 
         let fields = self.schema.fields();
         let plan_for = |desired: &model::Desired| {
@@ -277,20 +266,21 @@ impl Reconciler {
                 &observed,
                 &model::now(),
             );
-            self.applied.settle(key, &mut plan, &observed);
+            self.book
+                .read(key, |p| p.applied.settle(&mut plan, &observed));
             plan
         };
         let mut plan = plan_for(&outcome.desired);
         let ruling = self
             .referee
             .rule(
+                &self.book,
                 key,
                 request.parent["metadata"]["generation"]
                     .as_i64()
                     .unwrap_or(0),
                 &mut plan,
                 &observed,
-                &self.applied,
                 &self.applier,
             )
             .await;
@@ -342,7 +332,9 @@ impl Reconciler {
         };
         let failed = match self.applier.apply(&request.parent, &plan, on_failed).await {
             Ok(outcome) => {
-                self.applied.record(key, &plan, &observed, &outcome.written);
+                self.book.write(key, |p| {
+                    p.applied.record(&plan, &observed, &outcome.written)
+                });
                 let wrote_status = outcome
                     .written
                     .iter()
@@ -369,11 +361,10 @@ impl Reconciler {
             self.applier.events(&request.parent, &[event]).await;
             return Next::Retry;
         }
-        self.permanent.forget(key);
-        self.conflicts
-            .lock()
-            .expect("conflict lock poisoned")
-            .remove(key);
+        self.book.write(key, |p| {
+            p.permanent.forget();
+            p.conflicts = 0;
+        });
         let changes = plan
             .children
             .iter()
@@ -501,15 +492,9 @@ impl Reconciler {
 
     /// Drops what the reconciler remembers of a parent it no longer reconciles.
     fn forget(&self, key: &ObjectKey) {
-        self.deps.forget(key);
-        self.applied.forget(key);
+        self.book.forget(key);
+        self.referee.recount(&self.book);
         self.pace.forget(key);
-        self.referee.forget(key);
-        self.permanent.forget(key);
-        self.conflicts
-            .lock()
-            .expect("conflict lock poisoned")
-            .remove(key);
     }
 
     /// A parent outside the plugin's selection gets no write at all, except that one the plugin

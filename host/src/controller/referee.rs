@@ -8,8 +8,8 @@ use std::time::Instant;
 use serde_json::Value;
 use tracing::{debug, warn};
 
-use super::applied::Applied;
 use super::applier::Applier;
+use super::book::ParentBook;
 use super::fight::{Fights, Standing, Strike, dispute};
 use crate::cache::ObjectKey;
 use crate::metrics::PluginMetrics;
@@ -52,21 +52,21 @@ impl Referee {
         }
     }
 
-    /// Rules on `plan` for `parent` (at `generation`): updates of held children become
+    /// Rules on `plan` for `parent` (at `generation`, its page in `book`): updates of held children become
     /// no-ops, and so does one whose strike trips its breaker now. A parent whose spec changed
     /// since its strikes starts afresh.
     pub async fn rule(
         &self,
+        book: &ParentBook,
         parent: &ObjectKey,
         generation: i64,
         plan: &mut Plan,
         observed: &[Value],
-        applied: &Applied,
         applier: &Applier,
     ) -> Ruling {
         let mut ruling = Ruling::default();
         let (plugin, manager) = (&self.plugin, &self.manager);
-        if self.fights.lift_if_edited(parent, generation) {
+        if book.write(parent, |p| p.fights.lift_if_edited(generation)) {
             debug!(%plugin, %parent, "the parent's spec changed; its fights start afresh");
         }
         for child in plan
@@ -76,7 +76,7 @@ impl Referee {
         {
             let target = child.target();
             let now = Instant::now();
-            if self.fights.is_held(parent, &target, now) {
+            if book.read(parent, |p| self.fights.is_held(&p.fights, &target, now)) {
                 debug!(%plugin, %parent, child = %target, "contested; not re-applied");
                 child.action = Action::Unchanged;
                 ruling.held.push(target);
@@ -85,7 +85,9 @@ impl Referee {
             let current = observed
                 .iter()
                 .find(|o| planner::same_object(o, &child.kind, &child.namespace, &child.name));
-            if !current.is_some_and(|c| applied.rewritten(parent, &child.object, c)) {
+            let rewritten =
+                |c: &Value| book.read(parent, |p| p.applied.rewritten(&child.object, c));
+            if !current.is_some_and(rewritten) {
                 continue;
             }
             let Some(live) = applier.live(child).await else {
@@ -96,14 +98,17 @@ impl Referee {
             };
             debug!(%plugin, %parent, child = %target, field = %dispute.field,
                    manager = %dispute.manager, "re-applying over another field manager");
-            if let Strike::Tripped(hold) =
+            let strike = book.write(parent, |p| {
                 self.fights
-                    .strike(parent, generation, &target, dispute, Instant::now())
-            {
+                    .strike(&mut p.fights, generation, &target, dispute, Instant::now())
+            });
+            if let Strike::Tripped(hold) = strike {
                 self.metrics.fight();
                 child.action = Action::Unchanged;
                 ruling.held.push(target.clone());
-                let standing = self.fights.standing(parent, Instant::now());
+                let standing = book.write(parent, |p| {
+                    self.fights.standing(&mut p.fights, Instant::now())
+                });
                 if let Some(contest) = standing.contest.filter(|c| c.child == target) {
                     let message = contest.message();
                     warn!(%plugin, %parent, child = %target, hold_secs = hold.as_secs(),
@@ -116,8 +121,10 @@ impl Referee {
                 }
             }
         }
-        ruling.standing = self.fights.standing(parent, Instant::now());
-        self.metrics.contested(self.fights.contested());
+        ruling.standing = book.write(parent, |p| {
+            self.fights.standing(&mut p.fights, Instant::now())
+        });
+        self.recount(book);
         ruling
     }
 
@@ -157,10 +164,9 @@ impl Referee {
         }
     }
 
-    /// Forgets a parent the plugin no longer reconciles.
-    pub fn forget(&self, parent: &ObjectKey) {
-        self.fights.forget(parent);
-        self.metrics.contested(self.fights.contested());
+    /// Sets the gauge of contested children from `book` (after a parent was forgotten).
+    pub fn recount(&self, book: &ParentBook) {
+        self.metrics.contested(book.count(|p| p.fights.contested()));
     }
 }
 

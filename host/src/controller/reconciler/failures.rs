@@ -32,13 +32,13 @@ impl Reconciler {
             // The plugin's own error often names a missing or wrong input; what it read wakes
             // the parent when that input changes. Other failures say nothing about what was
             // read, so the previous record stands.
-            self.deps.record(key, &error.reads);
+            self.book.deps().record(key, &error.reads);
         }
         let message = error.kind.to_string();
         warn!(plugin = %error.plugin, parent = %key, kind = label, error = %message, "reconcile failed");
         self.report(parent, "ReconcileError", &message).await;
         if error.kind.is_permanent() {
-            self.permanent.remember(key, parent);
+            self.book.write(key, |p| p.permanent.remember(parent));
             Next::Terminal
         } else {
             Next::Retry
@@ -57,12 +57,10 @@ impl Reconciler {
         if error.is_conflict() {
             // Racing another writer; the next attempt sees its change. One that keeps coming
             // back is shown, never taken for success.
-            let in_a_row = {
-                let mut conflicts = self.conflicts.lock().expect("conflict lock poisoned");
-                let n = conflicts.entry(key.clone()).or_insert(0);
-                *n += 1;
-                *n
-            };
+            let in_a_row = self.book.write(key, |p| {
+                p.conflicts += 1;
+                p.conflicts
+            });
             debug!(plugin = %name, parent = %key, %error, in_a_row, "conflict; retrying");
             if in_a_row >= CONFLICTS_SHOWN_AFTER {
                 let message = format!("{in_a_row} conflicts in a row: {error}");
@@ -77,7 +75,7 @@ impl Reconciler {
         if error.is_retryable() {
             Next::Retry
         } else {
-            self.permanent.remember(key, parent);
+            self.book.write(key, |p| p.permanent.remember(parent));
             Next::Terminal
         }
     }

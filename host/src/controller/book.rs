@@ -1,0 +1,170 @@
+//! Everything a controller remembers about one parent, keyed once: whether it failed for good
+//! and on what ([`Permanent`]), its conflicts in a row, what was last applied to each of its
+//! children ([`Applied`]), its children's fight breakers ([`Breakers`]), and what its last
+//! reconcile read ([`Dependencies`], which also answers the reverse question for the handlers).
+//!
+//! One [`ParentBook`] per version of a plugin; a parent's [`Page`] goes as a whole when the
+//! parent goes or leaves the plugin's selection ([`ParentBook::forget`]). A page holds only
+//! plain data; the rules that read and write it live with their subject (`permanent`,
+//! `applied`, `fight`), so each stays a pure, unit-tested module.
+//!
+//! The lock is held only for the span of one closure, never across an await.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::applied::Applied;
+use super::deps::Dependencies;
+use super::fight::Breakers;
+use super::permanent::Permanent;
+use crate::cache::ObjectKey;
+
+/// What is remembered about one parent.
+#[derive(Debug, Default)]
+pub struct Page {
+    /// Whether its last reconcile failed for good, and on what inputs.
+    pub permanent: Permanent,
+    /// Conflicts (409) in a row, cleared by a reconcile that goes through.
+    pub conflicts: u32,
+    /// What was last applied to each child.
+    pub applied: Applied,
+    /// Its children's fight breakers.
+    pub fights: Breakers,
+}
+
+impl Page {
+    fn is_empty(&self) -> bool {
+        self.permanent.is_empty()
+            && self.conflicts == 0
+            && self.applied.is_empty()
+            && self.fights.is_empty()
+    }
+}
+
+/// The pages of every parent of one plugin version.
+#[derive(Default)]
+pub struct ParentBook {
+    pages: Mutex<HashMap<ObjectKey, Page>>,
+    deps: Dependencies,
+}
+
+impl ParentBook {
+    /// Reads `key`'s page (an empty one if there is none).
+    pub fn read<R>(&self, key: &ObjectKey, f: impl FnOnce(&Page) -> R) -> R {
+        let pages = self.lock();
+        match pages.get(key) {
+            Some(page) => f(page),
+            None => f(&Page::default()),
+        }
+    }
+
+    /// Changes `key`'s page; a page left empty is dropped.
+    pub fn write<R>(&self, key: &ObjectKey, f: impl FnOnce(&mut Page) -> R) -> R {
+        let mut pages = self.lock();
+        let page = pages.entry(key.clone()).or_default();
+        let result = f(page);
+        if page.is_empty() {
+            pages.remove(key);
+        }
+        result
+    }
+
+    /// Forgets everything about `key`: it is gone, or no longer this plugin's to reconcile.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.lock().remove(key);
+        self.deps.forget(key);
+    }
+
+    /// An input of `key` changed (a child, an object it read): a failure for good is worth
+    /// trying again.
+    pub fn input_changed(&self, key: &ObjectKey) {
+        let mut pages = self.lock();
+        if let Some(page) = pages.get_mut(key) {
+            page.permanent.forget();
+            if page.is_empty() {
+                pages.remove(key);
+            }
+        }
+    }
+
+    /// Every parent's inputs changed (the parent kind's schema did).
+    pub fn all_inputs_changed(&self) {
+        let mut pages = self.lock();
+        for page in pages.values_mut() {
+            page.permanent.forget();
+        }
+        pages.retain(|_, page| !page.is_empty());
+    }
+
+    /// The sum of `count` over every page.
+    pub fn count(&self, count: impl Fn(&Page) -> usize) -> usize {
+        self.lock().values().map(count).sum()
+    }
+
+    /// How many parents have a page.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no parent has a page.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// What each parent read, and who read what.
+    pub fn deps(&self) -> &Dependencies {
+        &self.deps
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Page>> {
+        self.pages.lock().expect("parent book lock poisoned")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_page_should_go_as_a_whole_and_empty_pages_should_not_stay() {
+        let book = ParentBook::default();
+        let (a, b) = (ObjectKey::new("ns", "a"), ObjectKey::new("ns", "b"));
+        let parent = json!({"metadata": {"uid": "u", "generation": 1}});
+        book.write(&a, |p| {
+            p.permanent.remember(&parent);
+            p.conflicts = 2;
+        });
+        book.write(&b, |p| p.conflicts = 1);
+        assert_eq!(book.len(), 2);
+        assert!(book.read(&a, |p| p.permanent.holds(&parent)));
+
+        book.input_changed(&a);
+        assert!(!book.read(&a, |p| p.permanent.holds(&parent)));
+        assert_eq!(
+            book.read(&a, |p| p.conflicts),
+            2,
+            "only the failure is forgotten"
+        );
+
+        book.forget(&a);
+        assert_eq!(book.read(&a, |p| p.conflicts), 0);
+        book.write(&b, |p| p.conflicts = 0);
+        assert!(book.is_empty(), "a page with nothing in it is not kept");
+        book.read(&ObjectKey::new("ns", "never"), |_| ());
+        assert!(book.is_empty(), "reading makes no page");
+    }
+
+    #[test]
+    fn a_schema_change_should_forget_every_failure() {
+        let book = ParentBook::default();
+        let parent = json!({"metadata": {"uid": "u", "generation": 1}});
+        for name in ["a", "b"] {
+            book.write(&ObjectKey::new("ns", name), |p| {
+                p.permanent.remember(&parent)
+            });
+        }
+        book.all_inputs_changed();
+        assert!(book.is_empty());
+    }
+}
