@@ -19,22 +19,96 @@ pub async fn release_parents(
     finalizer: &str,
     namespace: Option<&str>,
 ) -> Result<usize, kube::Error> {
-    release_parents_except(client, parent, finalizer, namespace, &[]).await
+    let Some(kind) = resolved(client, parent).await? else {
+        return Ok(0);
+    };
+    release_in(client, &kind, finalizer, namespace, &[]).await
 }
 
-/// [`release_parents`], leaving alone parents in the namespaces `except`.
-pub async fn release_parents_except(
+/// Where a plugin's parents may hold its finalizer: each of its namespaces (`spec.namespaces`)
+/// the host watches, else wherever the host watches (`None`: every namespace). A confined
+/// plugin's parents are looked for only there, where the host's share of its RBAC is granted.
+/// (Cluster-scoped parents are confined by no namespace: [`release_everywhere`] looks at all.)
+pub fn where_parents_are(
+    plugin_namespaces: Option<&[String]>,
+    host_namespace: Option<&str>,
+) -> Vec<Option<String>> {
+    match (plugin_namespaces, host_namespace) {
+        (Some(list), Some(host)) => list
+            .iter()
+            .filter(|n| n.as_str() == host)
+            .map(|n| Some(n.clone()))
+            .collect(),
+        (Some(list), None) => list.iter().map(|n| Some(n.clone())).collect(),
+        (None, host) => vec![host.map(str::to_owned)],
+    }
+}
+
+/// [`release_parents`] in each of `namespaces` (`None`: every namespace), or, for a
+/// cluster-scoped parent kind, once for all of them; how many in all.
+pub async fn release_everywhere(
     client: &kube::Client,
     parent: &KindRef,
     finalizer: &str,
-    namespace: Option<&str>,
-    except: &[String],
+    namespaces: &[Option<String>],
 ) -> Result<usize, kube::Error> {
-    let kind = match resolve(client, parent).await {
-        Ok(kind) => kind,
-        Err(e) if e.is_not_found() => return Ok(0),
-        Err(e) => return Err(e.source),
+    let Some(kind) = resolved(client, parent).await? else {
+        return Ok(0);
     };
+    if !kind.namespaced {
+        return release_in(client, &kind, finalizer, None, &[]).await;
+    }
+    let mut released = 0;
+    for namespace in namespaces {
+        released += release_in(client, &kind, finalizer, namespace.as_deref(), &[]).await?;
+    }
+    Ok(released)
+}
+
+/// Releases the parents in `look_in` (`None`: every namespace) but not in `skip`, of a
+/// namespaced parent kind; a cluster-scoped one's parents are in no namespace a plugin is
+/// confined to, so none is released.
+pub async fn release_outside(
+    client: &kube::Client,
+    parent: &KindRef,
+    finalizer: &str,
+    look_in: &[Option<String>],
+    skip: &[String],
+) -> Result<usize, kube::Error> {
+    let Some(kind) = resolved(client, parent).await? else {
+        return Ok(0);
+    };
+    if !kind.namespaced {
+        return Ok(0);
+    }
+    let mut released = 0;
+    for namespace in look_in {
+        released += release_in(client, &kind, finalizer, namespace.as_deref(), skip).await?;
+    }
+    Ok(released)
+}
+
+/// The parent kind as discovery resolves it; `None` when the API server does not serve it.
+async fn resolved(
+    client: &kube::Client,
+    parent: &KindRef,
+) -> Result<Option<crate::keys::ResolvedKind>, kube::Error> {
+    match resolve(client, parent).await {
+        Ok(kind) => Ok(Some(kind)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.source),
+    }
+}
+
+/// Removes `finalizer` from the objects of `kind` in `namespace` (`None`: every one) that carry
+/// it, except those in the namespaces `skip`.
+async fn release_in(
+    client: &kube::Client,
+    kind: &crate::keys::ResolvedKind,
+    finalizer: &str,
+    namespace: Option<&str>,
+    skip: &[String],
+) -> Result<usize, kube::Error> {
     let api: Api<DynamicObject> = match (namespace, kind.namespaced) {
         (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &kind.resource),
         _ => Api::all_with(client.clone(), &kind.resource),
@@ -44,12 +118,12 @@ pub async fn release_parents_except(
     loop {
         let page = api.list_metadata(&params).await?;
         for object in &page.items {
-            let excepted = object
+            let skipped = object
                 .metadata
                 .namespace
                 .as_ref()
-                .is_some_and(|ns| except.contains(ns));
-            if !excepted && holds(object.metadata.finalizers.as_deref(), finalizer) {
+                .is_some_and(|ns| skip.contains(ns));
+            if !skipped && holds(object.metadata.finalizers.as_deref(), finalizer) {
                 let name = object.metadata.name.clone().unwrap_or_default();
                 let namespace = object.metadata.namespace.clone();
                 release(
@@ -67,38 +141,6 @@ pub async fn release_parents_except(
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
             _ => break,
         }
-    }
-    Ok(released)
-}
-
-/// Where a plugin's parents may hold its finalizer: each of its namespaces (`spec.namespaces`)
-/// the host watches, else wherever the host watches (`None`: every namespace). A confined
-/// plugin's parents are looked for only there, where the host's share of its RBAC is granted.
-pub fn where_parents_are(
-    plugin_namespaces: Option<&[String]>,
-    host_namespace: Option<&str>,
-) -> Vec<Option<String>> {
-    match (plugin_namespaces, host_namespace) {
-        (Some(list), Some(host)) => list
-            .iter()
-            .filter(|n| n.as_str() == host)
-            .map(|n| Some(n.clone()))
-            .collect(),
-        (Some(list), None) => list.iter().map(|n| Some(n.clone())).collect(),
-        (None, host) => vec![host.map(str::to_owned)],
-    }
-}
-
-/// [`release_parents`] in each of `namespaces` (`None`: every namespace); how many in all.
-pub async fn release_everywhere(
-    client: &kube::Client,
-    parent: &KindRef,
-    finalizer: &str,
-    namespaces: &[Option<String>],
-) -> Result<usize, kube::Error> {
-    let mut released = 0;
-    for namespace in namespaces {
-        released += release_parents(client, parent, finalizer, namespace.as_deref()).await?;
     }
     Ok(released)
 }

@@ -4,6 +4,7 @@
 //! finalizer off them, and deleting one (or its namespace) would hang. The installer releases
 //! them, as the host does for every parent on `plugin uninstall`: after the host has seen the
 //! narrower spec, so it does not put the finalizer back, and before the grants there go.
+//! Cluster-scoped parents are not confined by `spec.namespaces`, so none of them is released.
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use anyhow::Context as _;
 use kube::api::Api;
 
 use crate::api::ReconcilePlugin;
-use crate::lifecycle::uninstall::release_parents_except;
+use crate::lifecycle::uninstall::release_outside;
 use crate::model::KindRef;
 
 /// How long to wait for the host to take in the narrower spec before releasing anyway.
@@ -52,14 +53,11 @@ pub(super) async fn release_dropped(
         return Ok(None);
     };
     let caught_up = host_caught_up(client, rp).await;
-    let mut released = 0;
-    for namespace in &look_in {
-        released += release_parents_except(client, parent, finalizer, namespace.as_deref(), &skip)
-            .await
-            .with_context(|| {
-                format!("releasing the parents ReconcilePlugin {rp} no longer reconciles")
-            })?;
-    }
+    let released = release_outside(client, parent, finalizer, &look_in, &skip)
+        .await
+        .with_context(|| {
+            format!("releasing the parents ReconcilePlugin {rp} no longer reconciles")
+        })?;
     let note = if caught_up {
         String::new()
     } else {
