@@ -7,6 +7,7 @@
 mod bindings;
 mod code_cache;
 mod compile;
+mod contract;
 mod engine;
 mod error;
 mod limits;

@@ -1,6 +1,6 @@
 //! The host's only `bindgen!`: Rust types and traits for the plugin contract, one module per
-//! released WIT version. A new contract version gets a new module beside `v0_1`, and the loader
-//! picks the module by the version a component imports.
+//! released WIT version. A new contract version gets a new module beside `v0_1`, and a variant of
+//! [`super::contract::Contract`], which picks it by the version a component imports.
 
 /// `reconhost:plugin@0.1.0`.
 pub mod v0_1 {

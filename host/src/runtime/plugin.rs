@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap};
 
-use super::bindings::v0_1::{Reconciler, ReconcilerPre, types};
 use super::code_cache::{Provenance, sha256_hex};
+use super::contract::{self, Contract, Instance, Pre};
 use super::engine::{EPOCH_TICK, Runtime};
 use super::error::{CallError, CallErrorKind, LoadError};
 use super::limits::Limits;
@@ -27,8 +27,7 @@ use super::validate::{check_info, validate};
 use crate::model::MAX_CONDITION_MESSAGE;
 use crate::model::{KindRef, PluginError, PluginInfo, ReconcileRequest, object_ref, printable};
 
-/// The contract versions this host implements.
-pub const SUPPORTED_CONTRACTS: &str = "reconhost:plugin@0.1.x";
+pub use contract::SUPPORTED as SUPPORTED_CONTRACTS;
 
 /// How many pristine instances each plugin keeps ready. Each call makes its replacement right
 /// after it, so one worker never runs dry; two cover two workers calling at once (a third
@@ -57,7 +56,7 @@ struct Inner {
 /// What it takes to make an instance; shared with the fill thread.
 struct Prepared {
     runtime: Runtime,
-    pre: ReconcilerPre<State>,
+    pre: Pre,
     info: PluginInfo,
     name: Arc<str>,
     reads: Arc<[KindRef]>,
@@ -71,7 +70,7 @@ struct Prepared {
 /// An instance that has never been called.
 struct Warm {
     store: Store<State>,
-    bindings: Reconciler,
+    bindings: Instance,
 }
 
 /// A successful call.
@@ -150,7 +149,7 @@ impl Plugin {
         limits: Limits,
         warm: usize,
     ) -> Result<Self, LoadError> {
-        let contract = check_contract(runtime, origin, &component)?;
+        let (version, contract) = check_contract(runtime, origin, &component)?;
         let not_reconciler = |e: wasmtime::Error| LoadError::NotAReconciler {
             origin: origin.to_owned(),
             message: format!("{e:#}"),
@@ -159,7 +158,7 @@ impl Plugin {
             .linker
             .instantiate_pre(&component)
             .map_err(not_reconciler)?;
-        let pre = ReconcilerPre::new(pre).map_err(not_reconciler)?;
+        let pre = Pre::new(version, pre).map_err(not_reconciler)?;
         let mut prepared = Prepared {
             runtime: runtime.clone(),
             pre,
@@ -332,13 +331,7 @@ impl Plugin {
         store.data_mut().parent = parent.clone();
         let running = prepared.runtime.ticker.running();
         store.set_epoch_deadline(deadline_ticks(prepared.limits.deadline));
-        let wit_request = types::Request {
-            parent: request.parent.text().to_owned(),
-            children: request.children.clone(),
-            config: request.config.to_string(),
-            finalizing: request.finalizing,
-        };
-        let result = bindings.call_reconcile(&mut *store, &wit_request);
+        let result = bindings.reconcile(&mut *store, request);
         drop(running);
         forward_output(store, &prepared.name, &parent);
         let response = match result {
@@ -346,10 +339,10 @@ impl Plugin {
             Ok(Err(error)) => {
                 // The message reaches events, conditions and logs.
                 let error = match error {
-                    types::Error::Transient(m) => {
+                    PluginError::Transient(m) => {
                         PluginError::Transient(printable(&m, MAX_CONDITION_MESSAGE))
                     }
-                    types::Error::Permanent(m) => {
+                    PluginError::Permanent(m) => {
                         PluginError::Permanent(printable(&m, MAX_CONDITION_MESSAGE))
                     }
                 };
@@ -399,22 +392,10 @@ impl Prepared {
             bindings,
         } = self.instantiate().map_err(fail)?;
         let running = self.runtime.ticker.running();
-        let result = bindings.call_info(&mut store);
+        let result = bindings.info(&mut store);
         drop(running);
         forward_output(&store, &self.name, "");
-        let info = result.map_err(|e| fail(classify(&e, &store, &self.limits)))?;
-        let kind = |k: types::KindRef| KindRef {
-            api_version: k.api_version,
-            kind: k.kind,
-        };
-        Ok(PluginInfo {
-            name: info.name,
-            version: info.version,
-            parent: kind(info.parent),
-            children: info.children.into_iter().map(kind).collect(),
-            reads: info.reads.into_iter().map(kind).collect(),
-            finalizer: info.finalizer,
-        })
+        result.map_err(|e| fail(classify(&e, &store, &self.limits)))
     }
 }
 
@@ -529,40 +510,18 @@ fn forward_output(store: &Store<State>, plugin: &str, parent: &str) {
 }
 
 /// Rejects a component built against a contract version the host does not implement, before
-/// linking would fail with a less helpful message. Returns the contract it was built for.
+/// linking would fail with a less helpful message. Returns the version to call it by and the
+/// contract it names.
 fn check_contract(
     runtime: &Runtime,
     origin: &str,
     component: &wasmtime::component::Component,
-) -> Result<String, LoadError> {
-    let ty = component.component_type();
-    let names: Vec<String> = ty
-        .imports(&runtime.engine)
-        .map(|(name, _)| name.to_owned())
-        .chain(ty.exports(&runtime.engine).map(|(name, _)| name.to_owned()))
-        .collect();
-    let mut contract = None;
-    for name in &names {
-        if let Some(rest) = name.strip_prefix("reconhost:plugin/") {
-            let version = rest.split_once('@').map_or("", |(_, v)| v);
-            if !version.starts_with("0.1.") {
-                return Err(LoadError::UnsupportedContract {
-                    origin: origin.to_owned(),
-                    found: format!(
-                        "reconhost:plugin@{}",
-                        if version.is_empty() {
-                            "<unversioned>"
-                        } else {
-                            version
-                        }
-                    ),
-                    supported: SUPPORTED_CONTRACTS,
-                });
-            }
-            contract.get_or_insert_with(|| format!("reconhost:plugin@{version}"));
+) -> Result<(Contract, String), LoadError> {
+    Contract::of(&contract::names(&runtime.engine, component)).map_err(|found| {
+        LoadError::UnsupportedContract {
+            origin: origin.to_owned(),
+            found: found.0,
+            supported: SUPPORTED_CONTRACTS,
         }
-    }
-    // A component that neither imports nor exports the contract fails to link next, as not a
-    // reconciler; name the version it would need.
-    Ok(contract.unwrap_or_else(|| "reconhost:plugin@0.1.0".to_owned()))
+    })
 }

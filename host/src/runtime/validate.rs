@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::bindings::v0_1::types;
+use super::contract::Answer;
 use super::error::CallErrorKind;
 use super::limits::Limits;
-use crate::model::{Condition, ConditionStatus, Desired, Event, EventType, PluginInfo, printable};
+use crate::model::{Condition, Desired, Event, PluginInfo, printable};
 use crate::model::{MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE, SYNCED};
 
 /// Events one response may ask for. Each is an API write made on the parent (aggregated by
@@ -57,7 +57,7 @@ fn invalid(path: impl Into<String>, reason: impl Into<String>) -> CallErrorKind 
 }
 
 /// Size of everything in a response, in bytes, for the response-size limit.
-fn response_size(r: &types::Response) -> usize {
+fn response_size(r: &Answer) -> usize {
     r.children.iter().map(String::len).sum::<usize>()
         + r.status.as_ref().map_or(0, String::len)
         + r.conditions
@@ -74,7 +74,7 @@ fn response_size(r: &types::Response) -> usize {
 pub fn validate(
     info: &PluginInfo,
     parent: &Value,
-    response: types::Response,
+    response: Answer,
     limits: &Limits,
 ) -> Result<Desired, CallErrorKind> {
     let bytes = response_size(&response);
@@ -180,14 +180,9 @@ pub fn validate(
                 format!("duplicate condition type {:?}", c.type_),
             ));
         }
-        let status = match c.status {
-            types::ConditionStatus::True => ConditionStatus::True,
-            types::ConditionStatus::False => ConditionStatus::False,
-            types::ConditionStatus::Unknown => ConditionStatus::Unknown,
-        };
         conditions.push(Condition {
             type_: c.type_,
-            status,
+            status: c.status,
             reason: c.reason,
             message: printable(&c.message, MAX_CONDITION_MESSAGE),
         });
@@ -197,12 +192,8 @@ pub fn validate(
         if let Err(reason) = check_reason(&e.reason) {
             return Err(invalid(format!("events[{i}].reason"), reason));
         }
-        let type_ = match e.type_ {
-            types::EventType::Normal => EventType::Normal,
-            types::EventType::Warning => EventType::Warning,
-        };
         events.push(Event {
-            type_,
+            type_: e.type_,
             reason: e.reason,
             message: printable(&e.message, MAX_EVENT_NOTE),
         });
@@ -426,14 +417,10 @@ mod tests {
         }
     }
 
-    fn response(children: Vec<Value>) -> types::Response {
-        types::Response {
+    fn response(children: Vec<Value>) -> Answer {
+        Answer {
             children: children.iter().map(Value::to_string).collect(),
-            status: None,
-            conditions: vec![],
-            events: vec![],
-            requeue_after_ms: None,
-            finalized: false,
+            ..Answer::default()
         }
     }
 
