@@ -267,12 +267,27 @@ pub struct Event {
     pub message: String,
 }
 
+/// One desired child, checked once by `validate`: its identity, where it goes, and the body the
+/// plugin wrote (a partial object, for server-side apply).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredChild {
+    /// Its kind, one the plugin declared.
+    pub kind: KindRef,
+    /// The namespace: the parent's for a namespaced parent (whether the plugin wrote it or
+    /// not), the one the plugin named for a cluster-scoped parent's (empty if none).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// The object as the plugin wrote it: an object with apiVersion, kind and metadata, no
+    /// ownerReferences, nothing the API server sets.
+    pub body: Value,
+}
+
 /// A validated response: the desired state of one parent.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Desired {
-    /// Desired children, each checked: an object with apiVersion, a declared kind,
-    /// metadata.name, no foreign namespace and no ownerReferences.
-    pub children: Vec<Value>,
+    /// Desired children, each checked, unique by kind, namespace and name.
+    pub children: Vec<DesiredChild>,
     /// Desired parent status (a JSON object), or `None` to leave it.
     pub status: Option<Value>,
     /// Conditions, unique by type.

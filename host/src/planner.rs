@@ -121,7 +121,7 @@ pub fn plan(
     let mut children = Vec::with_capacity(desired.children.len());
     let mut matched = vec![false; observed.len()];
     for child in &desired.children {
-        let mut body = child.clone();
+        let mut body = child.body.clone();
         let meta = body["metadata"]
             .as_object_mut()
             .expect("validated: metadata is an object");
@@ -129,9 +129,8 @@ pub fn plan(
             meta.insert("namespace".into(), json!(namespace));
         }
         meta.insert("ownerReferences".into(), json!([owner]));
-        let kind = kind_of(&body);
-        let name = body["metadata"]["name"].as_str().unwrap_or("").to_owned();
-        let child_namespace = namespace_of(&body).to_owned();
+        let (kind, name) = (child.kind.clone(), child.name.clone());
+        let child_namespace = child.namespace.clone();
         let found = observed
             .iter()
             .position(|o| same_object(o, &kind, &child_namespace, &name));
@@ -398,7 +397,20 @@ mod tests {
         o
     }
 
+    /// What `validate` makes of these children of a parent in namespace `a`.
     fn desired(children: Vec<Value>) -> Desired {
+        let children = children
+            .into_iter()
+            .map(|body| crate::model::DesiredChild {
+                kind: kind_of(&body),
+                namespace: match namespace_of(&body) {
+                    "" => "a".to_owned(),
+                    ns => ns.to_owned(),
+                },
+                name: body["metadata"]["name"].as_str().unwrap_or("").to_owned(),
+                body,
+            })
+            .collect();
         Desired {
             children,
             ..Desired::default()

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::contract::Answer;
 use super::error::CallErrorKind;
 use super::limits::Limits;
-use crate::model::{Condition, Desired, Event, PluginInfo, printable};
+use crate::model::{Condition, Desired, DesiredChild, Event, KindRef, PluginInfo, printable};
 use crate::model::{MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE, SYNCED};
 
 /// Events one response may ask for. Each is an API write made on the parent (aggregated by
@@ -103,17 +103,11 @@ pub fn validate(
         )?;
         // A child is one object: its group, kind, namespace and name (a cluster-scoped
         // parent's children may share a name across namespaces).
-        let meta = &child["metadata"];
         let key = (
-            child["apiVersion"]
-                .as_str()
-                .unwrap_or("")
-                .split_once('/')
-                .map_or("", |(g, _)| g)
-                .to_owned(),
-            child["kind"].as_str().unwrap_or("").to_owned(),
-            meta["namespace"].as_str().unwrap_or(parent_ns).to_owned(),
-            meta["name"].as_str().unwrap_or("").to_owned(),
+            child.kind.group().to_owned(),
+            child.kind.kind.clone(),
+            child.namespace.clone(),
+            child.name.clone(),
         );
         if !seen.insert(key.clone()) {
             let place = if key.2.is_empty() {
@@ -216,7 +210,7 @@ fn validate_child(
     path: &str,
     text: &str,
     child_finalizers: bool,
-) -> Result<Value, CallErrorKind> {
+) -> Result<DesiredChild, CallErrorKind> {
     let child: Value =
         serde_json::from_str(text).map_err(|e| invalid(path, format!("not JSON: {e}")))?;
     let Value::Object(map) = &child else {
@@ -296,7 +290,16 @@ fn validate_child(
             "a finalizer on a child could keep it (and its parent's deletion) forever; the host's operator has not allowed plugins to set them (--allow-child-finalizers)",
         ));
     }
-    Ok(child)
+    let namespace = match parent_ns {
+        "" => meta.get("namespace").and_then(Value::as_str).unwrap_or(""),
+        parent_ns => parent_ns,
+    };
+    Ok(DesiredChild {
+        kind: KindRef::new(api_version, kind),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        body: child.clone(),
+    })
 }
 
 /// Metadata the API server writes. A plugin that sets them is trying to steer the server (a
@@ -446,7 +449,18 @@ mod tests {
             &Limits::default(),
         )
         .unwrap();
-        assert_eq!(desired.children, vec![child]);
+        assert_eq!(desired.children.len(), 1);
+        let only = &desired.children[0];
+        assert_eq!(only.body, child, "the body as the plugin wrote it");
+        assert_eq!(
+            (
+                only.kind.kind.as_str(),
+                only.namespace.as_str(),
+                only.name.as_str()
+            ),
+            ("Deployment", "team-a", "web"),
+            "its identity, the namespace the parent's"
+        );
     }
 
     #[test]

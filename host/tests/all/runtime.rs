@@ -431,7 +431,7 @@ fn second_load_should_come_from_the_compiled_code_cache() {
     assert_eq!(second.provenance(), Provenance::Cached);
     assert!(runtime.cache().path(second.digest()).is_file());
     let outcome = call(&second, &ReconcileRequest { parent: json!({"metadata": {"name": "g", "namespace": "team-a"}, "spec": {"content": {"a": "b"}}}).into(), ..widget("g") }).unwrap();
-    assert_eq!(outcome.desired.children[0]["data"], json!({"a": "b"}));
+    assert_eq!(outcome.desired.children[0].body["data"], json!({"a": "b"}));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -39,7 +39,7 @@ fn answer(name: &str, request: &ReconcileRequest) -> Result<Value, String> {
         Ok(outcome) => {
             let d = outcome.desired;
             Ok(json!({
-                "children": d.children,
+                "children": d.children.iter().map(|c| &c.body).collect::<Vec<_>>(),
                 "status": d.status,
                 "conditions": d.conditions,
                 "events": d.events,

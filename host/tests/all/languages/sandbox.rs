@@ -47,7 +47,7 @@ fn fails(name: &str, mode: &str) -> CallErrorKind {
     let ok = call(plugin, &widget("ok"))
         .unwrap_or_else(|e| panic!("{name}: the call after {mode} failed too: {e}"));
     assert_eq!(ok.desired.status, Some(json!({"mode": "ok"})), "{name}");
-    assert_eq!(ok.desired.children[0]["data"]["mode"], "ok", "{name}");
+    assert_eq!(ok.desired.children[0].body["data"]["mode"], "ok", "{name}");
     err
 }
 
