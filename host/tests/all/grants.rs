@@ -5,10 +5,7 @@
 
 use std::process::{Command, Output};
 
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
@@ -71,29 +68,14 @@ pub(crate) fn rbac_api(
 /// Whether the probe's ServiceAccount may `verb` ConfigMaps in `namespace`, as the API server
 /// says.
 async fn may(world: &World, verb: &str, namespace: &str) -> bool {
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(format!("system:serviceaccount:{}:probe", world.namespace)),
-            groups: Some(vec![
-                "system:serviceaccounts".into(),
-                "system:authenticated".into(),
-            ]),
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(verb.into()),
-                resource: Some("configmaps".into()),
-                namespace: Some(namespace.into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<SubjectAccessReview>::all(world.client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .expect("a SubjectAccessReview")
-        .status
-        .is_some_and(|s| s.allowed)
+    common::account_may(
+        &world.client,
+        (&world.namespace, "probe"),
+        verb,
+        "configmaps",
+        namespace,
+    )
+    .await
 }
 
 /// The API of a kind (`Probe` or `ConfigMap`) in `namespace`.

@@ -4,9 +4,6 @@
 //! plugin that reads Secrets does not let the host list every Secret.
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use reconhost_tests::support::eventually;
@@ -20,27 +17,17 @@ use common::{CONVERGE, World, get};
 const PROBE_RP: &str = "probe.test.reconhost.dev";
 const SHARE: &str = "reconhost:host:probe.test.reconhost.dev";
 
-/// Whether `user` may `verb` Secrets in `namespace` (empty: in every namespace).
-async fn may_secrets(world: &World, user: &str, verb: &str, namespace: &str) -> bool {
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(user.to_owned()),
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(verb.into()),
-                resource: Some("secrets".into()),
-                namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<SubjectAccessReview>::all(world.client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .expect("a SubjectAccessReview")
-        .status
-        .is_some_and(|s| s.allowed)
+/// Whether the host's ServiceAccount may `verb` Secrets in `namespace` (empty: in every
+/// namespace).
+async fn host_may(world: &World, verb: &str, namespace: &str) -> bool {
+    common::account_may(
+        &world.client,
+        (&world.namespace, "host"),
+        verb,
+        "secrets",
+        namespace,
+    )
+    .await
 }
 
 /// The chart's RBAC for a host running as ServiceAccount `host` in the world's namespace, which
@@ -147,7 +134,6 @@ async fn a_confined_plugin_should_widen_the_hosts_rights_only_where_its_parents_
     let _suite = exclusive(&world.client).await;
     let ns = world.namespace.clone();
     let elsewhere = reconhost_tests::support::namespace(&world.client, "host-share-other").await;
-    let host_user = format!("system:serviceaccount:{ns}:host");
     let cluster_objects = chart_rbac(&world, "host").await;
     let kubeconfig = kubeconfig_as(&world, "host").await;
     let secrets = |namespace: &str| {
@@ -196,12 +182,12 @@ async fn a_confined_plugin_should_widen_the_hosts_rights_only_where_its_parents_
             .is_none(),
         "not aggregated into the host's cluster-wide role"
     );
-    assert!(may_secrets(&world, &host_user, "list", &ns).await);
+    assert!(host_may(&world, "list", &ns).await);
     assert!(
-        !may_secrets(&world, &host_user, "list", "").await,
+        !host_may(&world, "list", "").await,
         "the host may not list every Secret"
     );
-    assert!(!may_secrets(&world, &host_user, "list", &elsewhere).await);
+    assert!(!host_may(&world, "list", &elsewhere).await);
 
     // The plugin runs: the host's watches of its kinds are confined (a watch of every namespace
     // would be refused, and the ReconcilePlugin would say HostForbidden).

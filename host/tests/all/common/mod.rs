@@ -345,3 +345,44 @@ pub async fn synced(api: &Api<DynamicObject>, name: &str) -> Value {
     })
     .await
 }
+
+/// Whether ServiceAccount `account` of `namespace_of_account` may `verb` `resource` (of the
+/// core group) in `namespace` (empty: in every namespace), as the API server's authorizers
+/// say: a SubjectAccessReview, with the groups every ServiceAccount has.
+pub async fn account_may(
+    client: &kube::Client,
+    (namespace_of_account, account): (&str, &str),
+    verb: &str,
+    resource: &str,
+    namespace: &str,
+) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!(
+                "system:serviceaccount:{namespace_of_account}:{account}"
+            )),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace_of_account}"),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.into()),
+                resource: Some(resource.into()),
+                namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .expect("a SubjectAccessReview")
+        .status
+        .is_some_and(|s| s.allowed)
+}
