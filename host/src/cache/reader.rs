@@ -140,11 +140,17 @@ impl CallReader {
                 .flatten()
                 .map(String::as_str)
                 .collect();
-            return Err(Refused(format!(
-                "the host watches {} for this plugin only in its namespaces ({}); {namespace} is not one of them (the ReconcilePlugin's spec.namespaces)",
-                informer.kind().resource.plural,
-                watched.join(", ")
-            )));
+            let plural = &informer.kind().resource.plural;
+            return Err(Refused(if watched.is_empty() {
+                format!(
+                    "the host watches {plural} for this plugin in no namespace: the ReconcilePlugin's spec.namespaces has none in common with the host's --namespace"
+                )
+            } else {
+                format!(
+                    "the host watches {plural} for this plugin only in its namespaces ({}); {namespace} is not one of them (the ReconcilePlugin's spec.namespaces)",
+                    watched.join(", ")
+                )
+            }));
         }
         let Some(guard) = &self.reader.guard else {
             return Ok(());
@@ -229,5 +235,40 @@ impl ObjectReader for CallReader {
             .iter()
             .map(|o| o.json().to_owned())
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::ResolvedKind;
+
+    fn config_maps_in(namespaces: &[&str]) -> Arc<CacheReader> {
+        let informer = Informer::new(
+            ResolvedKind {
+                resource: kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+                    &(),
+                ),
+                namespaced: true,
+                has_status: false,
+            },
+            Some(namespaces.iter().map(|n| n.to_string()).collect()),
+        );
+        Arc::new(CacheReader::new([Arc::new(informer)], None))
+    }
+
+    #[test]
+    fn a_read_outside_a_confined_cache_should_be_refused_with_the_reason() {
+        let kind = KindRef::new("v1", "ConfigMap");
+        let reader = config_maps_in(&["a"]).for_call("a");
+        assert_eq!(reader.get(&kind, "a", "x"), Ok(None), "inside: not there");
+        let refused = reader.get(&kind, "b", "x").unwrap_err().0;
+        assert!(
+            refused.contains("only in its namespaces (a); b is not one of them"),
+            "{refused}"
+        );
+        let nowhere = config_maps_in(&[]).for_call("a");
+        let refused = nowhere.get(&kind, "a", "x").unwrap_err().0;
+        assert!(refused.contains("in no namespace"), "{refused}");
     }
 }
