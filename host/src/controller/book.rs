@@ -58,21 +58,31 @@ impl ParentBook {
         }
     }
 
-    /// Changes `key`'s page; a page left empty is dropped.
+    /// Changes `key`'s page; a page left empty is dropped, and one that stays empty is never
+    /// made (most calls on most parents write nothing: the hot path allocates nothing for them).
     pub fn write<R>(&self, key: &ObjectKey, f: impl FnOnce(&mut Page) -> R) -> R {
         let mut pages = self.lock();
-        let page = pages.entry(key.clone()).or_default();
-        let result = f(page);
-        if page.is_empty() {
-            pages.remove(key);
+        if let Some(page) = pages.get_mut(key) {
+            let result = f(page);
+            if page.is_empty() {
+                pages.remove(key);
+            }
+            return result;
+        }
+        let mut page = Page::default();
+        let result = f(&mut page);
+        if !page.is_empty() {
+            pages.insert(key.clone(), page);
         }
         result
     }
 
     /// Forgets everything about `key`: it is gone, or no longer this plugin's to reconcile.
-    pub fn forget(&self, key: &ObjectKey) {
-        self.lock().remove(key);
+    /// Returns its page, if it had one.
+    pub fn forget(&self, key: &ObjectKey) -> Option<Page> {
+        let page = self.lock().remove(key);
         self.deps.forget(key);
+        page
     }
 
     /// An input of `key` changed (a child, an object it read): a failure for good is worth
@@ -147,12 +157,20 @@ mod tests {
             "only the failure is forgotten"
         );
 
-        book.forget(&a);
+        assert_eq!(
+            book.forget(&a).map(|p| p.conflicts),
+            Some(2),
+            "the page it had"
+        );
         assert_eq!(book.read(&a, |p| p.conflicts), 0);
         book.write(&b, |p| p.conflicts = 0);
         assert!(book.is_empty(), "a page with nothing in it is not kept");
         book.read(&ObjectKey::new("ns", "never"), |_| ());
         assert!(book.is_empty(), "reading makes no page");
+        book.write(&ObjectKey::new("ns", "never"), |p| {
+            p.fights.lift_if_edited(3)
+        });
+        assert!(book.is_empty(), "nor does a write that leaves it empty");
     }
 
     #[test]

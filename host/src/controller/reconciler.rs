@@ -492,8 +492,13 @@ impl Reconciler {
 
     /// Drops what the reconciler remembers of a parent it no longer reconciles.
     fn forget(&self, key: &ObjectKey) {
-        self.book.forget(key);
-        self.referee.recount(&self.book);
+        if self
+            .book
+            .forget(key)
+            .is_some_and(|page| !page.fights.is_empty())
+        {
+            self.referee.recount(&self.book);
+        }
         self.pace.forget(key);
     }
 

@@ -66,6 +66,7 @@ impl Referee {
     ) -> Ruling {
         let mut ruling = Ruling::default();
         let (plugin, manager) = (&self.plugin, &self.manager);
+        let fought = book.read(parent, |p| !p.fights.is_empty());
         if book.write(parent, |p| p.fights.lift_if_edited(generation)) {
             debug!(%plugin, %parent, "the parent's spec changed; its fights start afresh");
         }
@@ -124,7 +125,11 @@ impl Referee {
         ruling.standing = book.write(parent, |p| {
             self.fights.standing(&mut p.fights, Instant::now())
         });
-        self.recount(book);
+        // The gauge counts over every parent: recounted only when this one has or had
+        // breakers, not on every reconcile of every parent.
+        if fought || book.read(parent, |p| !p.fights.is_empty()) {
+            self.recount(book);
+        }
         ruling
     }
 
