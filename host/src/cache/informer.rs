@@ -270,9 +270,8 @@ impl Informer {
     /// Uncaches what a (re)list of `namespace` (empty: every namespace) did not return: it was
     /// deleted while the watch was down. Other namespaces' objects are other watches' to judge.
     fn relisted(&self, namespace: &str, seen: &HashSet<ObjectKey>) {
-        for key in self.store.keys() {
-            let ours = namespace.is_empty() || key.namespace == namespace;
-            if ours && !seen.contains(&key) {
+        for key in self.store.keys_in(namespace) {
+            if !seen.contains(&key) {
                 self.delete(&key, None);
             }
         }

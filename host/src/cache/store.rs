@@ -117,6 +117,21 @@ impl Store {
         inner.objects.keys().cloned().collect()
     }
 
+    /// The cached keys in `namespace` (empty: every key), from the namespace index.
+    pub fn keys_in(&self, namespace: &str) -> Vec<ObjectKey> {
+        if namespace.is_empty() {
+            return self.keys();
+        }
+        let inner = self.inner.read().expect("store lock poisoned");
+        inner
+            .by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .map(|name| ObjectKey::new(namespace, name.as_str()))
+            .collect()
+    }
+
     /// Inserts or replaces an object, unless the cache holds the same or a newer version of it
     /// or saw it deleted at a newer version. Returns what it replaced and what it inserted, or
     /// `None` if it kept what it had. The comparison and the insert are one step, so a watch
