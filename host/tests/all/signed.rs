@@ -20,27 +20,33 @@ fn cosign() -> std::path::PathBuf {
     reconhost_tests::binaries::Binaries::cosign().unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A cosign key pair in `dir` (no password); returns the public key's PEM.
-fn key_pair(dir: &Path) -> String {
-    std::fs::create_dir_all(dir).unwrap();
+/// `cosign <args>` in `dir`, with the empty password the keys here are made with.
+fn cosign_in(dir: &Path, args: &[&str]) {
     let out = Command::new(cosign())
-        .arg("generate-key-pair")
+        .args(args)
         .current_dir(dir)
         .env("COSIGN_PASSWORD", "")
         .output()
         .expect("running cosign");
     assert!(
         out.status.success(),
-        "{}",
+        "cosign {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A cosign key pair in `dir` (no password); returns the public key's PEM.
+fn key_pair(dir: &Path) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    cosign_in(dir, &["generate-key-pair"]);
     std::fs::read_to_string(dir.join("cosign.pub")).unwrap()
 }
 
 /// `cosign sign` with the key in `dir`, no transparency log (nothing here reaches the internet).
 fn sign(dir: &Path, reference: &str) {
-    let out = Command::new(cosign())
-        .args([
+    cosign_in(
+        dir,
+        &[
             "sign",
             "--key",
             "cosign.key",
@@ -49,15 +55,7 @@ fn sign(dir: &Path, reference: &str) {
             "--allow-insecure-registry",
             "--yes",
             reference,
-        ])
-        .current_dir(dir)
-        .env("COSIGN_PASSWORD", "")
-        .output()
-        .expect("running cosign");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
 }
 
