@@ -134,12 +134,10 @@ pub(super) async fn host_subjects(client: &kube::Client) -> anyhow::Result<Vec<V
             && aggregating
                 .iter()
                 .any(|name| binding["roleRef"]["name"] == name.as_str());
-        for subject in binding["subjects"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|_| bound)
-        {
+        if !bound {
+            continue;
+        }
+        for subject in binding["subjects"].as_array().into_iter().flatten() {
             if !subjects.contains(subject) {
                 subjects.push(subject.clone());
             }
