@@ -1,23 +1,26 @@
 //! The control loop of one parent kind: informers feed the kind's work queue; a pool of workers
-//! reconciles one parent at a time through the plugin, the planner and the applier.
+//! takes keys, and for each the [`route`] decides which revision of the plugin serves it; that
+//! revision's reconciler calls the plugin, plans and applies.
 //!
-//! Data flows one way: informers ([`crate::cache`]) → [`queue`] → [`workers`] → [`reconciler`] →
-//! planner → [`applier`] → API server. [`deps`] turns what a reconcile read into the keys to wake
-//! when those objects change.
+//! Data flows one way: informers ([`crate::cache`]) → [`queue`] → [`workers`] → [`route`] →
+//! [`reconciler`] → planner → [`applier`] → API server. [`deps`] turns what a reconcile read
+//! into the keys to wake when those objects change.
 //!
 //! What wakes a parent:
 //! - a change to the parent itself (initial list and relists at low priority);
 //! - a change to an object whose controller ownerReference points at it (its children);
 //! - a change to an object its last reconcile read with `get` or `list`;
 //! - its own `requeue-after`, and backoff after a failure;
-//! - a new version of the plugin (every parent, once, at low priority).
+//! - a new revision of the plugin (every parent, once, at low priority).
 //!
-//! A [`Controller`] outlives the versions of its plugin: it owns the queue, and runs one
-//! [`Generation`] at a time. [`Controller::swap`] replaces the running generation atomically
-//! (queued keys stay; a key in flight finishes on the old code and cannot start on the new one
-//! until it has), [`Controller::suspend`] stops taking keys while they keep queueing, and
-//! [`Controller::stop`] stops in order: no new work, in-flight reconciles finish (bounded by the
-//! grace period), then the generation's handlers and informers are released.
+//! A [`Controller`] outlives the revisions of its plugin. It owns the queue, one worker pool,
+//! the [`Wiring`] of its kinds (informers, handlers, the per-parent [`book::ParentBook`]) and
+//! the [`Route`]. [`Controller::swap`] routes every parent to a new [`Revision`] at once (queued
+//! keys stay; a key in flight finishes on the old revision and cannot start on the new one
+//! until it has, since the queue never leases a key twice), then waits for the old revision to
+//! drain; [`Controller::suspend`] stops taking keys while they keep queueing, and
+//! [`Controller::stop`] stops in order: no new work, in-flight reconciles finish (bounded by
+//! the grace period), then the revision's wires and informers are released.
 
 pub mod applied;
 pub mod applier;
@@ -25,28 +28,39 @@ pub mod book;
 pub mod context;
 pub mod deps;
 pub mod fight;
-pub mod generation;
 pub mod guest_memory;
 pub mod pace;
 pub mod permanent;
 pub mod queue;
 pub mod reconciler;
 pub mod referee;
+pub mod revision;
+pub mod route;
 pub mod schema;
+pub mod wiring;
 pub mod workers;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
-use tracing::{Instrument as _, info, warn};
+use tracing::{Instrument as _, debug, info, warn};
 
 pub use self::context::Context;
-pub use self::generation::{Generation, PrepareError, Spec};
+pub use self::revision::{Revision, Spec};
 use self::queue::{Backoff, Priority, WorkQueue};
-use self::workers::{StopHandle, stop_signal};
-use crate::cache::{GroupKind, ObjectKey};
+use self::route::{Assignment, Decision, Route, Selection};
+pub use self::wiring::{PrepareError, Wiring, same_kind};
+use self::workers::{Next, StopHandle, stop_signal};
+use crate::cache::{Cached, GroupKind, ObjectKey};
+use crate::keys::RevisionId;
+use crate::model::Parent;
+
+/// Which revision serves which parents, as the workers read it at each dequeue.
+type Routes = Arc<RwLock<Option<Arc<Route<Arc<Revision>>>>>>;
 
 /// The controller of one parent kind.
 pub struct Controller {
@@ -56,11 +70,13 @@ pub struct Controller {
     parent: GroupKind,
     ctx: Context,
     queue: WorkQueue<ObjectKey>,
-    /// The generation serving now; read by the resync task.
-    current: Arc<RwLock<Option<Arc<Generation>>>>,
+    /// The route now; read by the workers and the resync task.
+    route: Routes,
     /// The worker pool and whether it is suspended. An async lock: swaps, suspends and stops
-    /// wait for a pool to drain while holding it, so they happen one at a time.
+    /// wait for a pool or a revision to drain while holding it, so they happen one at a time.
     pools: Mutex<Pools>,
+    /// The number of the last revision prepared.
+    revisions: AtomicU64,
     resync: JoinHandle<()>,
 }
 
@@ -74,21 +90,22 @@ struct Pools {
 struct Pool {
     stop: StopHandle,
     task: JoinHandle<()>,
+    workers: usize,
 }
 
 impl Controller {
     /// A controller for `parent` under the plugin name `name`, with an empty queue and no
-    /// generation yet: nothing is reconciled until the first [`Controller::swap`].
+    /// revision yet: nothing is reconciled until the first [`Controller::swap`].
     pub fn new(name: &str, parent: GroupKind, ctx: Context) -> Self {
         let queue = WorkQueue::new(ctx.metrics.queue(name), Backoff::default());
-        let current: Arc<RwLock<Option<Arc<Generation>>>> = Arc::default();
+        let route: Routes = Arc::default();
         let resync = {
-            let (queue, current) = (queue.clone(), current.clone());
+            let (queue, route) = (queue.clone(), route.clone());
             let keys = move || {
-                let current = current.read().expect("generation lock poisoned");
-                current
+                let route = route.read().expect("route lock poisoned");
+                route
                     .as_ref()
-                    .map(|g| g.parents().store().keys())
+                    .map(|r| r.stable.wiring().parents().store().keys())
                     .unwrap_or_default()
             };
             tokio::spawn(resync(queue, keys, ctx.sync_period))
@@ -98,8 +115,9 @@ impl Controller {
             parent,
             ctx,
             queue,
-            current,
+            route,
             pools: Mutex::new(Pools::default()),
+            revisions: AtomicU64::new(0),
             resync,
         }
     }
@@ -119,44 +137,74 @@ impl Controller {
         &self.queue
     }
 
-    /// The generation serving now.
-    pub fn current(&self) -> Option<Arc<Generation>> {
-        self.current
+    /// The revision serving every parent outside a rollout's share.
+    pub fn current(&self) -> Option<Arc<Revision>> {
+        self.route
             .read()
-            .expect("generation lock poisoned")
-            .clone()
+            .expect("route lock poisoned")
+            .as_ref()
+            .map(|r| r.stable.clone())
     }
 
-    /// Prepares a generation of `spec` on this controller's queue (see
-    /// [`Generation::prepare`]); it serves nothing until swapped in.
-    pub async fn prepare(&self, spec: Spec) -> Result<Generation, PrepareError> {
-        Generation::prepare(spec, &self.ctx, &self.queue).await
+    /// Prepares a revision of `spec` (see [`Revision::prepare`]) on the wiring of the serving
+    /// revision, or on a new one if there is none or `spec` confines the plugin to other
+    /// namespaces. It serves nothing until swapped in.
+    pub async fn prepare(&self, spec: Spec) -> Result<Revision, PrepareError> {
+        let id = RevisionId(self.revisions.fetch_add(1, Ordering::Relaxed) + 1);
+        let wiring = match self.current() {
+            Some(current) if current.wiring().scope() == spec.parent_namespaces.as_ref() => {
+                current.wiring().clone()
+            }
+            _ => Arc::new(
+                Wiring::new(
+                    &self.name,
+                    &spec.plugin.info().parent,
+                    spec.parent_namespaces.clone(),
+                    &self.ctx,
+                    &self.queue,
+                )
+                .await?,
+            ),
+        };
+        Revision::prepare(id, spec, wiring, &self.ctx).await
     }
 
-    /// Makes `next` the serving generation. Its caches must have synced (the caller waits, so
-    /// the old code serves meanwhile). The new pool starts before the old one is told to stop:
-    /// the queue never leases a key twice, so a key in flight on the old code waits for it to
-    /// finish, and nothing queued is lost. Once the old pool has drained (bounded by the grace
-    /// period), every parent is queued at low priority, so each is reconciled once by the new
-    /// code even if nothing changes. Returns the generation that was replaced.
-    pub async fn swap(&self, next: Generation) -> Option<Arc<Generation>> {
+    /// Routes every parent to `next`. Its caches must have synced (the caller waits, so the
+    /// old revision serves meanwhile). A key in flight on the old revision finishes there (the
+    /// queue never leases a key twice) and nothing queued is lost; the old revision is waited
+    /// for (bounded by the grace period, after which its reconciles give up and are retried on
+    /// `next`). Then every parent is queued at low priority, so each is reconciled once by the
+    /// new code even if nothing changes. Returns the revision that was replaced.
+    pub async fn swap(&self, next: Revision) -> Option<Arc<Revision>> {
         let next = Arc::new(next);
         let mut pools = self.pools.lock().await;
-        let old_pool = pools.running.take();
+        let selection = Selection {
+            selector: next.spec().parent_selector.clone(),
+            namespaces: next.spec().parent_namespaces.clone(),
+        };
+        let route = Route::to(next.clone(), self.assignment(), selection);
         let old = self
-            .current
+            .route
             .write()
-            .expect("generation lock poisoned")
-            .replace(next.clone());
+            .expect("route lock poisoned")
+            .replace(Arc::new(route))
+            .map(|r| r.stable.clone());
+        // The pool follows the new revision's concurrency; it is replaced only if that changed.
         if !pools.suspended && self.leads() {
-            pools.running = Some(self.start_pool(&next));
+            let workers = next.spec().concurrency;
+            if pools.running.as_ref().is_none_or(|p| p.workers != workers) {
+                let replaced = pools.running.replace(self.start_pool(workers));
+                if let Some(pool) = replaced {
+                    pool.stop.stop();
+                    self.drain_pool(pool).await;
+                }
+            }
         }
-        if let Some(pool) = old_pool {
-            pool.stop.stop();
-            self.drain(pool).await;
+        if let Some(old) = &old {
+            self.drain(old).await;
         }
         drop(pools);
-        for key in next.parents().store().keys() {
+        for key in next.wiring().parents().store().keys() {
             self.queue.add(key, Priority::Low);
         }
         old
@@ -168,7 +216,7 @@ impl Controller {
         pools.suspended = true;
         if let Some(pool) = pools.running.take() {
             pool.stop.stop();
-            self.drain(pool).await;
+            self.drain_pool(pool).await;
         }
     }
 
@@ -180,21 +228,35 @@ impl Controller {
             && self.leads()
             && let Some(current) = self.current()
         {
-            pools.running = Some(self.start_pool(&current));
+            pools.running = Some(self.start_pool(current.spec().concurrency));
         }
     }
 
-    /// Follows a change of leadership: a new leader starts its pool (unless suspended); a
-    /// replica that lost the lease stops reconciling at once, without waiting for in-flight
-    /// reconciles, whose writes could now race the new leader's.
+    /// Follows a change of leadership, which is the assignment of every parent or none: a new
+    /// leader starts its pool (unless suspended); a replica that lost the lease stops
+    /// reconciling at once, without waiting for in-flight reconciles, whose writes could now
+    /// race the new leader's.
     pub async fn lead(&self, leading: bool) {
         let mut pools = self.pools.lock().await;
+        let assignment = if leading {
+            Assignment::All
+        } else {
+            Assignment::Nothing
+        };
+        {
+            let mut route = self.route.write().expect("route lock poisoned");
+            if let Some(now) = route.as_ref() {
+                let mut next = Route::clone(now);
+                next.assignment = assignment;
+                *route = Some(Arc::new(next));
+            }
+        }
         if leading {
             if pools.running.is_none()
                 && !pools.suspended
                 && let Some(current) = self.current()
             {
-                pools.running = Some(self.start_pool(&current));
+                pools.running = Some(self.start_pool(current.spec().concurrency));
             }
         } else if let Some(pool) = pools.running.take() {
             pool.stop.stop();
@@ -206,54 +268,64 @@ impl Controller {
         *self.ctx.leading.borrow()
     }
 
+    fn assignment(&self) -> Assignment {
+        if self.leads() {
+            Assignment::All
+        } else {
+            Assignment::Nothing
+        }
+    }
+
     /// Whether the controller is suspended.
     pub async fn is_suspended(&self) -> bool {
         self.pools.lock().await.suspended
     }
 
     /// Stops in order: no new work, in-flight reconciles finish (bounded by the grace period),
-    /// the queue shuts down, and the generation's handlers and informers are released.
+    /// the queue shuts down, and the revision's wires and informers are released.
     pub async fn stop(&self) {
         let mut pools = self.pools.lock().await;
         pools.suspended = true;
         if let Some(pool) = pools.running.take() {
             pool.stop.stop();
-            self.drain(pool).await;
+            self.drain_pool(pool).await;
         }
         self.queue.shutdown();
         self.resync.abort();
-        self.current
-            .write()
-            .expect("generation lock poisoned")
-            .take();
+        self.route.write().expect("route lock poisoned").take();
         info!(controller = %self.name, parent = %self.parent, "controller stopped");
     }
 
-    fn start_pool(&self, generation: &Arc<Generation>) -> Pool {
+    fn start_pool(&self, workers: usize) -> Pool {
         let (stop, signal) = stop_signal();
-        let reconciler = generation.reconciler().clone();
-        let plugin = generation.plugin().clone();
-        let name = self.name.clone();
+        let (route, name) = (self.route.clone(), self.name.clone());
         let handler = move |key: ObjectKey| {
-            let reconciler = reconciler.clone();
-            let span = tracing::info_span!("reconcile", plugin = %name, parent = %key,
-                digest = %short(plugin.digest()));
-            async move { reconciler.reconcile(&key).await }.instrument(span)
+            // Decided under the route's lock: a revision being swapped out either counts this
+            // reconcile before the swap waits for it to drain, or is not chosen at all.
+            let work = match route.read().expect("route lock poisoned").as_ref() {
+                Some(route) => Work::of(route, key),
+                None => Work::Nothing,
+            };
+            work.run(name.clone())
         };
         let task = tokio::spawn(workers::run(
             self.queue.clone(),
-            generation.spec().concurrency,
+            workers,
             self.ctx.global.clone(),
             self.ctx.metrics.controller(&self.name),
             signal,
             handler,
         ));
-        Pool { stop, task }
+        Pool {
+            stop,
+            task,
+            workers,
+        }
     }
 
     /// Waits for a stopped pool's in-flight reconciles, at most the grace period; after that
     /// they are aborted.
-    async fn drain(&self, mut pool: Pool) {
+    async fn drain_pool(&self, mut pool: Pool) {
         let grace = self.ctx.grace;
         if tokio::time::timeout(grace, &mut pool.task).await.is_err() {
             warn!(controller = %self.name, seconds = grace.as_secs(),
@@ -261,6 +333,94 @@ impl Controller {
             pool.task.abort();
         }
     }
+
+    /// Waits for the reconciles still serving on a revision no longer routed to, at most the
+    /// grace period; after that they give up, and their parents are retried on what serves
+    /// them now.
+    async fn drain(&self, revision: &Revision) {
+        let grace = self.ctx.grace;
+        if tokio::time::timeout(grace, revision.drained())
+            .await
+            .is_err()
+        {
+            warn!(controller = %self.name, revision = %revision.id(), seconds = grace.as_secs(),
+                  "in-flight reconciles of the replaced revision did not finish in time; aborting them");
+            revision.retire();
+            revision.drained().await;
+        }
+    }
+}
+
+/// What a worker does with one key, decided at dequeue.
+enum Work {
+    /// No route: the controller is stopping.
+    Nothing,
+    /// The parent is not in the cache: it was deleted, and the garbage collector removes the
+    /// children through their ownerReference.
+    Gone(Arc<Wiring>, ObjectKey),
+    /// Not this replica's.
+    Skip,
+    /// The plugin does not reconcile it.
+    Release(revision::Serving, Arc<Revision>, ObjectKey, Parent),
+    /// Reconcile it.
+    Serve(revision::Serving, Arc<Revision>, ObjectKey, Arc<Cached>, Parent),
+}
+
+impl Work {
+    fn of(route: &Route<Arc<Revision>>, key: ObjectKey) -> Self {
+        let wiring = route.stable.wiring();
+        let Some(cached) = wiring.parents().store().get(&key.namespace, &key.name) else {
+            return Work::Gone(wiring.clone(), key);
+        };
+        // The parent's cached text goes to the plugin as it is; the parsed value serves the
+        // host's own decisions.
+        let parent = Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
+        match route.decide(&key, &parent) {
+            Decision::Skip => Work::Skip,
+            Decision::Release(revision) => Work::Release(revision.enter(), revision, key, parent),
+            Decision::Serve(revision) => {
+                Work::Serve(revision.enter(), revision, key, cached, parent)
+            }
+        }
+    }
+
+    async fn run(self, plugin: String) -> Next {
+        match self {
+            Work::Nothing | Work::Skip => Next::Done,
+            Work::Gone(wiring, key) => {
+                wiring.forget(&key);
+                debug!(%plugin, parent = %key, "parent is gone");
+                Next::Done
+            }
+            Work::Release(_serving, revision, key, parent) => {
+                let span = span(&plugin, &key, &revision);
+                revision
+                    .reconciler()
+                    .unselected(&key, &parent)
+                    .instrument(span)
+                    .await
+            }
+            Work::Serve(_serving, revision, key, cached, parent) => {
+                let span = span(&plugin, &key, &revision);
+                let reconcile = revision
+                    .reconciler()
+                    .reconcile(&key, &cached, parent)
+                    .instrument(span);
+                tokio::select! {
+                    biased;
+                    next = reconcile => next,
+                    () = revision.retired() => Next::Retry,
+                }
+            }
+        }
+    }
+}
+
+/// The span of one reconcile: what the plugin logs names the plugin, the parent and the digest
+/// of the code.
+fn span(plugin: &str, key: &ObjectKey, revision: &Revision) -> tracing::Span {
+    tracing::info_span!("reconcile", plugin = %plugin, parent = %key,
+        digest = %short(revision.plugin().digest()), revision = %revision.id())
 }
 
 impl Drop for Controller {

@@ -1,6 +1,7 @@
 //! The identities the rest of the host speaks of, on the lowest floor so that no module has to
 //! reach into the caches for them: a kind across versions ([`GroupKind`]), a kind as discovery
-//! resolved it ([`ResolvedKind`]), an object of a kind ([`ObjectKey`]).
+//! resolved it ([`ResolvedKind`]), an object of a kind ([`ObjectKey`]), one version of a plugin
+//! serving a controller ([`RevisionId`]).
 
 use std::fmt;
 
@@ -101,5 +102,17 @@ impl ResolvedKind {
             group: self.resource.group.clone(),
             kind: self.resource.kind.clone(),
         }
+    }
+}
+
+/// One revision of a plugin within its controller: numbered in the order the controller
+/// prepared them, never reused while the controller lives. What the host remembers about a
+/// parent is stamped with the revision that wrote it, so new code starts afresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct RevisionId(pub u64);
+
+impl fmt::Display for RevisionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "r{}", self.0)
     }
 }

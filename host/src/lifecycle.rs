@@ -45,7 +45,7 @@ use crate::api::{self, ReconcilePlugin, UNINSTALL_FINALIZER};
 use crate::cache::{DiscoveryError, InformerRef, Informers, ObjectKey, Registration};
 use crate::controller::queue::{Backoff, Priority, WorkQueue};
 use crate::controller::workers::{self, Next, Stop};
-use crate::controller::{Spec, generation::same_kind};
+use crate::controller::{Spec, same_kind};
 use crate::identity::access::{ALLOWED_TTL, Access, DENIED_TTL, Question};
 use crate::identity::{Identity, rbac};
 use crate::metrics::Metrics;
@@ -72,7 +72,7 @@ const WORKERS: usize = 4;
 
 /// What the host runs for one ReconcilePlugin.
 struct Installed {
-    /// Hash of what decides the generation: digest, config, limits.
+    /// Hash of what decides the revision: digest, config, limits.
     fingerprint: u64,
     /// The plugin serving.
     plugin: Plugin,
@@ -392,10 +392,10 @@ impl Lifecycle {
     /// What of what the serving plugin needs its ServiceAccount may not do (answers cached):
     /// asked in each namespace it reconciles parents in.
     async fn denied(&self, name: &str, rp: &ReconcilePlugin, identity: &Identity) -> Vec<Question> {
-        let Some(generation) = self.supervisor.controller(name).and_then(|c| c.current()) else {
+        let Some(revision) = self.supervisor.controller(name).and_then(|c| c.current()) else {
             return Vec::new();
         };
-        let (parent, children, reads) = generation.kinds();
+        let (parent, children, reads) = revision.kinds();
         let mut denied = Vec::new();
         let rules = rbac::rules(&parent, &children, &reads);
         let namespaces = spec::namespaces_asked(rp, self.namespace.as_deref());

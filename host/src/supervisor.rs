@@ -10,8 +10,8 @@
 //! - an owner's plugin keeps its name and parent kind across versions: a renamed plugin would
 //!   leave its old finalizer on every parent, where nothing would ever remove it.
 //!
-//! [`Supervisor::apply`] installs or upgrades: it prepares the new generation beside the running
-//! one, waits (bounded) for its caches, and swaps; on any failure the running generation, if
+//! [`Supervisor::apply`] installs or upgrades: it prepares the new revision beside the running
+//! one, waits (bounded) for its caches, and swaps; on any failure the running revision, if
 //! any, keeps serving untouched.
 
 use std::collections::HashMap;
@@ -63,7 +63,7 @@ pub enum SupervisorError {
         /// The new version's.
         to: GroupKind,
     },
-    /// The generation could not be prepared (a kind not served, a rule of the host broken).
+    /// The revision could not be prepared (a kind not served, a rule of the host broken).
     #[error(transparent)]
     Prepare(#[from] PrepareError),
     /// The plugin's children would be parents of its own parent kind, through other plugins.
@@ -100,9 +100,9 @@ pub enum SupervisorError {
 pub enum Applied {
     /// A new controller runs the plugin.
     Installed,
-    /// The running controller now serves the new generation; `from` is the digest it replaced.
+    /// The running controller now serves the new revision; `from` is the digest it replaced.
     Upgraded {
-        /// The digest of the replaced generation.
+        /// The digest of the replaced revision.
         from: String,
     },
 }
@@ -118,7 +118,7 @@ pub struct Supervisor {
 
 impl Supervisor {
     /// A supervisor starting controllers on `ctx`, waiting at most `sync_timeout` for a new
-    /// generation's caches.
+    /// revision's caches.
     pub fn new(ctx: Context, sync_timeout: Duration) -> Self {
         let entries: Arc<Mutex<HashMap<String, Arc<Controller>>>> = Arc::default();
         // Every controller follows the replica's leadership.
@@ -253,15 +253,15 @@ impl Supervisor {
         &self,
         controller: &Controller,
         spec: Spec,
-    ) -> Result<Option<Arc<crate::controller::Generation>>, SupervisorError> {
-        let generation = controller.prepare(spec).await?;
+    ) -> Result<Option<Arc<crate::controller::Revision>>, SupervisorError> {
+        let revision = controller.prepare(spec).await?;
         // A refusal seen on two looks a second apart is no RBAC change still propagating:
         // say so now rather than after the whole sync timeout.
         let refused = async {
             let mut seen = false;
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                match generation.forbidden() {
+                match revision.forbidden() {
                     Some((kind, message)) if seen => {
                         return SupervisorError::HostForbidden { kind, message };
                     }
@@ -270,17 +270,17 @@ impl Supervisor {
             }
         };
         tokio::select! {
-            synced = tokio::time::timeout(self.sync_timeout, generation.wait_synced()) => {
+            synced = tokio::time::timeout(self.sync_timeout, revision.wait_synced()) => {
                 if synced.is_err() {
                     return Err(SupervisorError::NotSynced {
-                        kinds: generation.unsynced(),
+                        kinds: revision.unsynced(),
                         after: self.sync_timeout,
                     });
                 }
             }
             error = refused => return Err(error),
         }
-        Ok(controller.swap(generation).await)
+        Ok(controller.swap(revision).await)
     }
 
     /// The cycle the plugin of `owner` would close, if any: following "a plugin of kind K

@@ -18,7 +18,7 @@
 //! reads are gated ([`CacheReader`]); a desired child that would take over an object this
 //! parent does not control is refused before anything is sent.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,12 +31,11 @@ pub mod places;
 
 use self::failures::failures_message;
 use super::applier::{Applier, ApplyError, Written};
-use super::book::ParentBook;
+use super::book::Pages;
 use super::fight::{FightPolicy, Fights};
 use super::guest_memory::GuestMemory;
-use super::pace::{self, Pace};
 use super::referee::{CONTESTED, Referee};
-use super::schema::ParentSchema;
+use super::wiring::Wiring;
 use super::workers::Next;
 use crate::cache::{CacheReader, Cached, GroupKind, Informer, ObjectKey};
 use crate::identity::access::{DENIED_TTL, Question};
@@ -44,34 +43,26 @@ use crate::metrics::PluginMetrics;
 use crate::model::{self, Event, EventType, Parent, ReconcileRequest};
 use crate::planner::{self, Action, Plan};
 use crate::runtime::{ObjectReader, Plugin};
-use crate::selector::Selector;
 
-/// Reconciles the parents of one plugin.
+/// Reconciles the parents of one plugin revision.
 pub struct Reconciler {
     plugin: Plugin,
     config: Value,
-    parents: Arc<Informer>,
+    /// The parent kind's informer, status schema, write pace and book.
+    wiring: Arc<Wiring>,
     children: Vec<Arc<Informer>>,
     reader: Arc<CacheReader>,
     applier: Applier,
     metrics: PluginMetrics,
-    /// Everything remembered per parent (failures for good, conflicts, applied bodies, fight
-    /// breakers, what it read).
-    book: Arc<ParentBook>,
+    /// This revision's pages of the book: failures for good, conflicts, applied bodies,
+    /// fight breakers, what each parent read.
+    book: Pages,
     /// The fight breaker.
     referee: Referee,
-    /// The parents this plugin reconciles; the others are left alone.
-    selector: Selector,
-    /// The namespaces it reconciles parents in (`None`: every one).
-    namespaces: Option<BTreeSet<String>>,
     /// Where its children may not go.
     bounds: places::Bounds,
-    /// How fast its writes may go.
-    pace: Pace<ObjectKey>,
     /// The guest memory all plugins' calls share.
     guest_memory: GuestMemory,
-    /// Which of the host's status fields the parent kind admits.
-    schema: Arc<ParentSchema>,
 }
 
 /// What the reconciler is built from.
@@ -80,28 +71,22 @@ pub struct Parts {
     pub plugin: Plugin,
     /// Its configuration.
     pub config: Value,
-    /// The informer of the parent kind.
-    pub parents: Arc<Informer>,
+    /// The parent kind's wiring.
+    pub wiring: Arc<Wiring>,
     /// The informers of the child kinds.
     pub children: Vec<Arc<Informer>>,
     /// The reader over the kinds the plugin may read.
     pub reader: Arc<CacheReader>,
-    /// Everything remembered per parent; the handlers record changed inputs in it.
-    pub book: Arc<ParentBook>,
+    /// This revision's view of the book; the handlers record changed inputs in it.
+    pub book: Pages,
     /// The applier.
     pub applier: Applier,
     /// The plugin's metrics.
     pub metrics: PluginMetrics,
-    /// The parents it reconciles.
-    pub selector: Selector,
-    /// The namespaces it reconciles parents in (`None`: every one).
-    pub namespaces: Option<BTreeSet<String>>,
     /// Where its children may not go.
     pub bounds: places::Bounds,
     /// The guest memory all plugins' calls share.
     pub guest_memory: GuestMemory,
-    /// The parent kind's status schema.
-    pub schema: Arc<ParentSchema>,
     /// When a fight over a child's field trips the breaker.
     pub fights: FightPolicy,
 }
@@ -117,36 +102,28 @@ impl Reconciler {
         Self {
             plugin: parts.plugin,
             config: parts.config,
-            parents: parts.parents,
+            wiring: parts.wiring,
             children: parts.children,
             reader: parts.reader,
             book: parts.book,
             applier: parts.applier,
             metrics: parts.metrics.clone(),
             referee,
-            selector: parts.selector,
-            namespaces: parts.namespaces,
             bounds: parts.bounds,
-            pace: Pace::new(pace::Bounds::default()),
             guest_memory: parts.guest_memory,
-            schema: parts.schema,
         }
     }
 
-    /// Reconciles one parent.
-    pub async fn reconcile(&self, key: &ObjectKey) -> Next {
+    /// Reconciles one parent: `cached` as the informer holds it, `parent` its parsed value.
+    /// The controller's route has decided that this revision serves it.
+    pub async fn reconcile(&self, key: &ObjectKey, cached: &Cached, parent: Parent) -> Next {
         let name = &self.plugin.info().name;
-        let Some(cached) = self.parents.store().get(&key.namespace, &key.name) else {
-            // Deleted: the garbage collector removes the children through their ownerReference.
-            self.forget(key);
-            debug!(plugin = %name, parent = %key, "parent is gone");
-            return Next::Done;
-        };
-        // The parent's cached text goes to the plugin as it is; the parsed value serves the
-        // host's own decisions.
-        let parent = Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
-        if !self.selects(key, &parent) {
-            return self.unselected(key, &parent).await;
+        if self
+            .book
+            .claim(key)
+            .is_some_and(|page| !page.fights.is_empty())
+        {
+            self.referee.recount(self.book.book());
         }
         let uid = cached.meta.uid.clone();
         // A parent being deleted is always looked at: its finalize timeout must be able to run.
@@ -256,7 +233,7 @@ impl Reconciler {
         self.metrics.memory_peak(outcome.memory_peak);
         self.book.deps().record(key, &outcome.reads);
 
-        let fields = self.schema.fields();
+        let fields = self.wiring.schema().fields();
         let plan_for = |desired: &model::Desired| {
             let mut plan = planner::plan(
                 self.plugin.info(),
@@ -307,7 +284,7 @@ impl Reconciler {
             return Next::Retry;
         }
         if !plan.is_noop()
-            && let Err(limited) = self.pace.admit(key, std::time::Instant::now())
+            && let Err(limited) = self.wiring.pace().admit(key, std::time::Instant::now())
         {
             return self.paced(key, &request.parent, limited).await;
         }
@@ -338,7 +315,7 @@ impl Reconciler {
                 let wrote_status = outcome
                     .written
                     .iter()
-                    .any(|w| w.kind == self.parents.group_kind());
+                    .any(|w| w.kind == self.wiring.parents().group_kind());
                 self.observe(outcome.written);
                 if wrote_status && plan.status.is_some() {
                     self.say_missing_fields(&request.parent).await;
@@ -490,23 +467,11 @@ impl Reconciler {
         Ok(())
     }
 
-    /// Drops what the reconciler remembers of a parent it no longer reconciles.
-    fn forget(&self, key: &ObjectKey) {
-        if self
-            .book
-            .forget(key)
-            .is_some_and(|page| !page.fights.is_empty())
-        {
-            self.referee.recount(&self.book);
-        }
-        self.pace.forget(key);
-    }
-
     /// A parent outside the plugin's selection gets no write at all, except that one the plugin
     /// finalized while it was selected is released: nothing would ever take the finalizer off.
     /// Its children stay; the garbage collector takes them with the parent.
-    async fn unselected(&self, key: &ObjectKey, parent: &Value) -> Next {
-        self.forget(key);
+    pub async fn unselected(&self, key: &ObjectKey, parent: &Value) -> Next {
+        self.wiring.forget(key);
         if !self.plugin.info().holds_finalizer(parent) {
             debug!(plugin = %self.plugin.info().name, parent = %key, "not selected");
             return Next::Done;
@@ -526,7 +491,7 @@ impl Reconciler {
             Ok(outcome) => {
                 self.observe(outcome.written);
                 info!(plugin = %self.plugin.info().name, parent = %key,
-                      selected = self.selects(key, parent), "released its finalizer");
+                      "released its finalizer");
                 Next::Done
             }
             Err(error) => self.apply_failed(key, parent, error).await,
@@ -536,7 +501,7 @@ impl Reconciler {
     /// Brings the caches up to date with what the API server answered to our writes.
     fn observe(&self, written: Vec<Written>) {
         for Written { kind, object } in written {
-            let informer = std::iter::once(&self.parents)
+            let informer = std::iter::once(self.wiring.parents())
                 .chain(&self.children)
                 .find(|i| i.group_kind() == kind);
             if let Some(informer) = informer {

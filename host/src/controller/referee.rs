@@ -9,7 +9,7 @@ use serde_json::Value;
 use tracing::{debug, warn};
 
 use super::applier::Applier;
-use super::book::ParentBook;
+use super::book::{Pages, ParentBook};
 use super::fight::{Fights, Standing, Strike, dispute};
 use crate::cache::ObjectKey;
 use crate::metrics::PluginMetrics;
@@ -57,7 +57,7 @@ impl Referee {
     /// since its strikes starts afresh.
     pub async fn rule(
         &self,
-        book: &ParentBook,
+        book: &Pages,
         parent: &ObjectKey,
         generation: i64,
         plan: &mut Plan,
@@ -128,7 +128,7 @@ impl Referee {
         // The gauge counts over every parent: recounted only when this one has or had
         // breakers, not on every reconcile of every parent.
         if fought || book.read(parent, |p| !p.fights.is_empty()) {
-            self.recount(book);
+            self.recount(book.book());
         }
         ruling
     }

@@ -3,7 +3,7 @@
 
 use crate::cache::DiscoveryError;
 use crate::controller::PrepareError;
-use crate::controller::generation::same_kind;
+use crate::controller::same_kind;
 use crate::model::KindRef;
 use crate::runtime::LoadError;
 use crate::source::SourceError;

@@ -1,5 +1,5 @@
 //! What a ReconcilePlugin's spec means to the host: the fingerprint that decides when a new
-//! generation is due, and the runtime limits it asks for.
+//! revision is due, and the runtime limits it asks for.
 
 use std::hash::{Hash as _, Hasher as _};
 
@@ -8,7 +8,7 @@ use crate::api::{self, ReconcilePlugin};
 use crate::runtime::Limits;
 use crate::selector::Selector;
 
-/// What decides a generation: a change to any of it swaps the plugin.
+/// What decides a revision: a change to any of it swaps the plugin.
 pub fn fingerprint(rp: &ReconcilePlugin) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
     rp.spec.source.digest.hash(&mut hasher);
@@ -21,8 +21,8 @@ pub fn fingerprint(rp: &ReconcilePlugin) -> u64 {
     serde_json::to_string(&rp.spec.limits)
         .unwrap_or_default()
         .hash(&mut hasher);
-    // Another selection is another set of parents: the new generation's handlers replay them
-    // all, so those that left are released and those that entered are reconciled.
+    // Another selection is another set of parents: a swap queues every parent, so those that
+    // left are released and those that entered are reconciled.
     serde_json::to_string(&rp.spec.parent_selector)
         .unwrap_or_default()
         .hash(&mut hasher);
@@ -134,7 +134,7 @@ mod tests {
         assert_ne!(
             fingerprint(&rp),
             before,
-            "other namespaces, another generation"
+            "other namespaces, another revision"
         );
         assert_eq!(
             namespaces_of(&rp).unwrap().into_iter().collect::<Vec<_>>(),
@@ -169,7 +169,7 @@ mod tests {
         assert_eq!(
             fingerprint(&a),
             fingerprint(&b),
-            "suspend is not a new generation"
+            "suspend is not a new revision"
         );
         b.spec.config = Some(serde_json::json!({"k": 1}));
         assert_ne!(fingerprint(&a), fingerprint(&b));

@@ -83,13 +83,13 @@ impl Reconciler {
     /// Says once per change of the parent kind's schema, on the first parent whose status it
     /// wrote, which of the host's fields the kind does not declare.
     pub(super) async fn say_missing_fields(&self, parent: &Value) {
-        if let Some(missing) = self.schema.unsaid_missing() {
+        if let Some(missing) = self.wiring.schema().unsaid_missing() {
             let event = Event {
                 type_: EventType::Warning,
                 reason: "StatusFieldsUndeclared".into(),
                 message: format!(
                     "the CustomResourceDefinition of {} does not declare {missing}: the host writes the plugin's status without them, so failures show only as events",
-                    self.parents.kind().resource.kind
+                    self.wiring.parents().kind().resource.kind
                 ),
             };
             self.applier.events(parent, &[event]).await;
@@ -99,12 +99,12 @@ impl Reconciler {
     /// Shows a failure on the parent: `Synced=False` with the message (where the kind has
     /// conditions), and a Warning event.
     pub(super) async fn report(&self, parent: &Value, reason: &str, message: &str) {
-        let fields = self.schema.fields();
+        let fields = self.wiring.schema().fields();
         if let Some(status) =
             planner::failure_status(parent, reason, message, &fields, &model::now())
         {
             match self.applier.status(parent, &status).await {
-                Ok(object) => self.parents.observe_write(object),
+                Ok(object) => self.wiring.parents().observe_write(object),
                 Err(error) => {
                     warn!(plugin = %self.plugin.info().name, parent = %object_ref(parent),
                                     %error, "writing the failure condition failed")

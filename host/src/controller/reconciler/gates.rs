@@ -5,7 +5,8 @@
 use serde_json::Value;
 use tracing::{debug, warn};
 
-use super::{Reconciler, pace, places};
+use super::{Reconciler, places};
+use crate::controller::pace;
 use crate::cache::{GroupKind, ObjectKey};
 use crate::controller::workers::Next;
 use crate::identity::access::Question;
@@ -35,7 +36,7 @@ impl Reconciler {
     ) -> Next {
         self.metrics.paced();
         if limited.say {
-            let bounds = self.pace.bounds();
+            let bounds = self.wiring.pace().bounds();
             let bound = if limited.plugin_wide {
                 format!(
                     "all its parents together are limited to {} writes a second (after {} at once)",
@@ -67,7 +68,7 @@ impl Reconciler {
     /// the host, or when the answer cannot be had (the writes will meet RBAC anyway).
     pub(super) async fn may_not_read(&self, namespace: &str) -> Option<String> {
         let guard = self.reader.guard()?;
-        let resource = &self.parents.kind().resource;
+        let resource = &self.wiring.parents().kind().resource;
         let question = Question::new("get", &resource.group, &resource.plural, namespace);
         match guard.access.check_read(&guard.identity, &question).await {
             Ok(decision) if !decision.allowed => Some(format!(
@@ -80,16 +81,5 @@ impl Reconciler {
                 None
             }
         }
-    }
-
-    /// Whether this plugin reconciles `parent`: its labels match the selector, and it lives in
-    /// one of the plugin's namespaces (a cluster-scoped parent lives in none, and is not
-    /// filtered by them).
-    pub(super) fn selects(&self, key: &ObjectKey, parent: &Value) -> bool {
-        let in_namespace = match &self.namespaces {
-            Some(namespaces) if !key.namespace.is_empty() => namespaces.contains(&key.namespace),
-            _ => true,
-        };
-        in_namespace && self.selector.matches_object(parent)
     }
 }

@@ -1,0 +1,228 @@
+//! The one decision taken at dequeue: does this replica, with which revision, serve this parent?
+//!
+//! In order: the [`Assignment`] (does this replica own the parent at all: leadership today, a
+//! shard tomorrow), then the plugin's selection (its label selector and namespaces), then the
+//! revision (the stable one, or a candidate for a share of parents chosen by a stable hash of
+//! the parent's UID). Pure: no cluster, no clock; the controller applies the [`Decision`].
+//!
+//! A parent's share position never changes (its UID is fixed), so a candidate whose share grows
+//! only ever gains parents, and one whose share shrinks only loses them.
+
+use sha2::{Digest as _, Sha256};
+
+use crate::cache::ObjectKey;
+use crate::selector::Selector;
+
+/// Which parents this replica owns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assignment {
+    /// Every parent (the leader, or a host without leader election).
+    All,
+    /// None (a standby replica).
+    Nothing,
+}
+
+impl Assignment {
+    /// Whether this replica owns `key`.
+    pub fn owns(&self, _key: &ObjectKey) -> bool {
+        matches!(self, Self::All)
+    }
+}
+
+/// The parents a plugin reconciles.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Their labels match it (empty: all).
+    pub selector: Selector,
+    /// They live in one of these namespaces (`None`: any); a cluster-scoped parent lives in
+    /// none and is not filtered by them.
+    pub namespaces: Option<std::collections::BTreeSet<String>>,
+}
+
+impl Selection {
+    /// Whether the plugin reconciles the parent `key`, whose object is `parent`.
+    pub fn selects(&self, key: &ObjectKey, parent: &serde_json::Value) -> bool {
+        let in_namespace = match &self.namespaces {
+            Some(namespaces) if !key.namespace.is_empty() => namespaces.contains(&key.namespace),
+            _ => true,
+        };
+        in_namespace && self.selector.matches_object(parent)
+    }
+}
+
+/// A share of parents, in basis points (0 to 10,000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Share(u32);
+
+impl Share {
+    /// Every parent.
+    pub const ALL: Share = Share(10_000);
+
+    /// `percent` of the parents (capped at 100).
+    pub fn percent(percent: u32) -> Self {
+        Share(percent.min(100) * 100)
+    }
+
+    /// Whether the parent with `uid` falls in this share.
+    pub fn holds(&self, uid: &str) -> bool {
+        position(uid) < self.0
+    }
+
+    /// The share in percent, for people.
+    pub fn as_percent(&self) -> f64 {
+        f64::from(self.0) / 100.0
+    }
+}
+
+/// Where a parent sits among all parents, from 0 to 9,999: the first eight bytes of the SHA-256
+/// of its UID. A hash the host does not choose per process (unlike the standard library's), so
+/// every replica and every restart puts a parent at the same place.
+fn position(uid: &str) -> u32 {
+    let digest = Sha256::digest(uid.as_bytes());
+    let head = u64::from_be_bytes(digest[..8].try_into().expect("eight bytes"));
+    u32::try_from(head % 10_000).expect("below 10,000")
+}
+
+/// What serves which parents, as of one moment.
+#[derive(Debug, Clone)]
+pub struct Route<R> {
+    /// The parents this replica owns.
+    pub assignment: Assignment,
+    /// The parents the plugin reconciles.
+    pub selection: Selection,
+    /// The revision that serves every parent outside the candidate's share.
+    pub stable: R,
+    /// A revision serving a share of the parents, during a rollout.
+    pub candidate: Option<(R, Share)>,
+}
+
+/// The route's answer for one parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision<R> {
+    /// Reconcile it with this revision.
+    Serve(R),
+    /// The plugin does not reconcile it (any more): release what the host holds on it, as
+    /// this revision.
+    Release(R),
+    /// Not this replica's: leave it alone.
+    Skip,
+}
+
+impl<R: Clone> Route<R> {
+    /// A route sending every parent to `stable`.
+    pub fn to(stable: R, assignment: Assignment, selection: Selection) -> Self {
+        Self {
+            assignment,
+            selection,
+            stable,
+            candidate: None,
+        }
+    }
+
+    /// Decides for the parent `key`, whose object is `parent`.
+    pub fn decide(&self, key: &ObjectKey, parent: &serde_json::Value) -> Decision<R> {
+        if !self.assignment.owns(key) {
+            return Decision::Skip;
+        }
+        if !self.selection.selects(key, parent) {
+            return Decision::Release(self.stable.clone());
+        }
+        let uid = parent["metadata"]["uid"].as_str().unwrap_or_default();
+        match &self.candidate {
+            Some((candidate, share)) if share.holds(uid) => Decision::Serve(candidate.clone()),
+            _ => Decision::Serve(self.stable.clone()),
+        }
+    }
+
+    /// Every revision the route sends parents to.
+    pub fn revisions(&self) -> impl Iterator<Item = &R> {
+        std::iter::once(&self.stable).chain(self.candidate.as_ref().map(|(c, _)| c))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parent(uid: &str, labels: serde_json::Value) -> serde_json::Value {
+        json!({"metadata": {"uid": uid, "labels": labels}})
+    }
+
+    fn key(namespace: &str) -> ObjectKey {
+        ObjectKey::new(namespace, "p")
+    }
+
+    #[test]
+    fn a_parent_should_be_served_only_where_it_is_owned_and_selected() {
+        let selection = Selection {
+            selector: Selector::parse("tier=web").expect("a selector"),
+            namespaces: Some(["a".to_owned()].into()),
+        };
+        let route = Route::to("stable", Assignment::All, selection);
+        let web = parent("u", json!({"tier": "web"}));
+        assert_eq!(route.decide(&key("a"), &web), Decision::Serve("stable"));
+        assert_eq!(
+            route.decide(&key("b"), &web),
+            Decision::Release("stable"),
+            "outside its namespaces"
+        );
+        assert_eq!(
+            route.decide(&key("a"), &parent("u", json!({"tier": "db"}))),
+            Decision::Release("stable"),
+            "outside its selector"
+        );
+        assert_eq!(
+            route.decide(&key(""), &web),
+            Decision::Serve("stable"),
+            "a cluster-scoped parent is in no namespace"
+        );
+        let standby = Route {
+            assignment: Assignment::Nothing,
+            ..route
+        };
+        assert_eq!(
+            standby.decide(&key("b"), &web),
+            Decision::Skip,
+            "not even released by a replica that does not own it"
+        );
+    }
+
+    #[test]
+    fn a_candidate_should_serve_its_share_and_gain_parents_only_as_it_grows() {
+        let uids: Vec<String> = (0..10_000).map(|i| format!("uid-{i}")).collect();
+        let mut route = Route::to("stable", Assignment::All, Selection::default());
+        let mut before: Vec<bool> = vec![false; uids.len()];
+        for percent in [0, 5, 25, 50, 100] {
+            route.candidate = Some(("candidate", Share::percent(percent)));
+            let now: Vec<bool> = uids
+                .iter()
+                .map(|uid| {
+                    route.decide(&key("a"), &parent(uid, json!({})))
+                        == Decision::Serve("candidate")
+                })
+                .collect();
+            let served = now.iter().filter(|c| **c).count();
+            let expected = uids.len() * percent as usize / 100;
+            assert!(
+                served.abs_diff(expected) <= uids.len() / 100,
+                "{percent} %: {served} of {} on the candidate",
+                uids.len()
+            );
+            assert!(
+                before.iter().zip(&now).all(|(b, n)| !b || *n),
+                "at {percent} % a parent went back to stable"
+            );
+            before = now;
+        }
+        assert!(before.iter().all(|c| *c), "100 % is every parent");
+    }
+
+    #[test]
+    fn a_parents_position_should_not_depend_on_the_process() {
+        // Fixed by SHA-256: the same on every replica, across restarts and releases.
+        assert_eq!(position("0f6c1a0e-5c9a-4f1e-9d7e-3b1f2a9c8d7e"), 2_036);
+        assert!(Share::ALL.holds("anything"));
+        assert!(!Share::percent(0).holds("anything"));
+    }
+}

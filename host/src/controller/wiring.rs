@@ -1,0 +1,303 @@
+//! The wiring of one controller's parent kind: its informers and the handlers that turn their
+//! changes into keys of the controller's queue, the parent kind's status schema, and what is
+//! shared by every revision that serves the kind (the [`ParentBook`], the write pace).
+//!
+//! A wiring outlives the plugin's revisions: a revision [`Wiring::attach`]es the child and read
+//! kinds it declares, and the wiring holds each kind's informer and handler as long as some
+//! revision uses it ([`Wire`], shared through `Arc`). A kind no revision uses any more is
+//! released, and stops being watched once nothing else in the host uses it. The parent kind's
+//! informer belongs to the wiring itself. A wiring is made for one set of namespaces (the
+//! plugin's `spec.namespaces`): a revision confined elsewhere gets a wiring of its own.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, Weak};
+
+use super::Context;
+use super::book::ParentBook;
+use super::pace::{self, Pace};
+use super::queue::{Priority, WorkQueue};
+use super::schema::{self, ParentSchema, WatchHandle};
+use crate::cache::{
+    DiscoveryError, GroupKind, Informer, InformerRef, Informers, Meta, ObjectKey, Registration,
+};
+use crate::metrics::PluginMetrics;
+use crate::model::{KindRef, group_of};
+use crate::planner::StatusFields;
+
+/// Why a controller could not be wired to its kinds.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// A kind the plugin uses is not served.
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    /// A namespaced parent's plugin declares a cluster-scoped child kind.
+    #[error(
+        "child kind {child} is cluster-scoped, but the parent kind {parent} is namespaced: a namespaced parent's children live in its namespace"
+    )]
+    ClusterScopedChild {
+        /// The child kind.
+        child: GroupKind,
+        /// The parent kind.
+        parent: GroupKind,
+    },
+    /// The parent is a built-in kind and the operator has not allowed that.
+    #[error(
+        "parent kind {parent} is not a custom resource: a plugin for it would put its finalizer and status on every such object in the cluster; the host's operator allows this with --allow-builtin-parents"
+    )]
+    BuiltinParent {
+        /// The parent kind.
+        parent: GroupKind,
+    },
+    /// Asking whether the parent is a custom resource failed.
+    #[error("looking up the CustomResourceDefinition of {parent}: {source}")]
+    Lookup {
+        /// The parent kind.
+        parent: GroupKind,
+        /// What the API server said.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What a kind is to the revisions that attach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Objects the plugin creates, owned by their parent: a change wakes the owner.
+    Child,
+    /// Objects the plugin reads: a change wakes the parents whose last reconcile read it.
+    Read,
+}
+
+/// One kind's informer with its handler into the queue, held while a revision uses it.
+pub struct Wire {
+    informer: InformerRef,
+    /// Kept for its `Drop`: the handler feeding the controller's queue.
+    _registration: Registration,
+}
+
+impl Wire {
+    /// The kind's informer.
+    pub fn informer(&self) -> &Arc<Informer> {
+        &self.informer
+    }
+}
+
+/// The wiring of one parent kind.
+pub struct Wiring {
+    parents: InformerRef,
+    scope: Option<BTreeSet<String>>,
+    schema: Arc<ParentSchema>,
+    book: Arc<ParentBook>,
+    pace: Pace<ObjectKey>,
+    metrics: PluginMetrics,
+    queue: WorkQueue<ObjectKey>,
+    informers: Informers,
+    wires: Mutex<HashMap<(Role, GroupKind), Weak<Wire>>>,
+    /// Kept for their `Drop`: the parent kind's handler and the watch on its CRD.
+    _parent_handler: Registration,
+    _schema: Option<WatchHandle>,
+}
+
+impl Wiring {
+    /// Acquires the parent kind's informer (confined to `scope`), checks that the kind is one a
+    /// plugin may reconcile, and registers the handler that queues a parent when it changes.
+    /// Handlers registered on a running informer are replayed its cache, so nothing that
+    /// happened before is missed.
+    pub async fn new(
+        plugin: &str,
+        parent: &KindRef,
+        scope: Option<BTreeSet<String>>,
+        ctx: &Context,
+        queue: &WorkQueue<ObjectKey>,
+    ) -> Result<Self, PrepareError> {
+        let parents = ctx.informers.acquire_in(parent, scope.as_ref()).await?;
+        let crd = schema::crd_of(&ctx.client, parents.kind())
+            .await
+            .map_err(|source| PrepareError::Lookup {
+                parent: parents.group_kind(),
+                source,
+            })?;
+        if crd.is_none() && !ctx.allow_builtin_parents {
+            return Err(PrepareError::BuiltinParent {
+                parent: parents.group_kind(),
+            });
+        }
+        let fields = crd.as_ref().map_or_else(StatusFields::all, |crd| {
+            StatusFields::from_crd(crd, &parents.kind().resource.version)
+        });
+        let status_schema = Arc::new(ParentSchema::new(&parents.kind().resource.kind, fields));
+        let book = Arc::new(ParentBook::default());
+        let parent_handler = {
+            let queue = queue.clone();
+            parents.on_change(move |change| {
+                if let Some(object) = change.new.or(change.old) {
+                    queue.add(object.meta.key.clone(), priority(change.initial));
+                }
+            })
+        };
+        // A CRD that comes to declare (or drops) the host's fields changes every parent's
+        // status, failed ones included.
+        let schema_watch = crd.is_some().then(|| {
+            let (queue, book) = (queue.clone(), book.clone());
+            let replayed = Arc::clone(&parents);
+            schema::watch(
+                ctx.client.clone(),
+                parents.kind(),
+                status_schema.clone(),
+                move || {
+                    book.all_inputs_changed();
+                    for key in replayed.store().keys() {
+                        queue.add(key, Priority::Low);
+                    }
+                },
+            )
+        });
+        Ok(Self {
+            parents,
+            scope,
+            schema: status_schema,
+            book,
+            pace: Pace::new(pace::Bounds::default()),
+            metrics: ctx.metrics.plugin(plugin),
+            queue: queue.clone(),
+            informers: ctx.informers.clone(),
+            wires: Mutex::default(),
+            _parent_handler: parent_handler,
+            _schema: schema_watch,
+        })
+    }
+
+    /// The wire of `kind` in `role`, shared with every revision that attached it; acquires the
+    /// informer and registers its handler if no revision holds it now.
+    pub async fn attach(&self, role: Role, kind: &KindRef) -> Result<Arc<Wire>, PrepareError> {
+        let group_kind = GroupKind::from(kind);
+        let slot = (role, group_kind);
+        if let Some(wire) = self.live(&slot) {
+            return Ok(wire);
+        }
+        let informer = self.informers.acquire_in(kind, self.scope.as_ref()).await?;
+        if role == Role::Child && self.parents.kind().namespaced && !informer.kind().namespaced {
+            return Err(PrepareError::ClusterScopedChild {
+                child: informer.group_kind(),
+                parent: self.parents.group_kind(),
+            });
+        }
+        let mut wires = self.wires.lock().expect("wiring lock poisoned");
+        // Another revision may have attached it while discovery ran.
+        if let Some(wire) = wires.get(&slot).and_then(Weak::upgrade) {
+            return Ok(wire);
+        }
+        let registration = match role {
+            Role::Child => self.child_handler(&informer),
+            Role::Read => self.read_handler(&informer),
+        };
+        let wire = Arc::new(Wire {
+            informer,
+            _registration: registration,
+        });
+        wires.retain(|_, w| w.strong_count() > 0);
+        wires.insert(slot, Arc::downgrade(&wire));
+        Ok(wire)
+    }
+
+    fn live(&self, slot: &(Role, GroupKind)) -> Option<Arc<Wire>> {
+        let wires = self.wires.lock().expect("wiring lock poisoned");
+        wires.get(slot).and_then(Weak::upgrade)
+    }
+
+    /// A child that changes wakes its owner; it is a new input, so a parent that failed for
+    /// good on the old one is tried again.
+    fn child_handler(&self, informer: &Arc<Informer>) -> Registration {
+        let (queue, book) = (self.queue.clone(), self.book.clone());
+        let parent_kind = self.parents.group_kind();
+        let namespaced = self.parents.kind().namespaced;
+        informer.on_change(move |change| {
+            for object in [change.old, change.new].into_iter().flatten() {
+                if let Some(owner) = controller_of(&object.meta, &parent_kind, namespaced) {
+                    book.input_changed(&owner);
+                    queue.add(owner, priority(change.initial));
+                }
+            }
+        })
+    }
+
+    /// A read object that changes wakes the parents whose last reconcile read it.
+    fn read_handler(&self, informer: &Arc<Informer>) -> Registration {
+        let (queue, book) = (self.queue.clone(), self.book.clone());
+        let kind = informer.group_kind();
+        informer.on_change(move |change| {
+            let (old, new) = (change.old.map(|c| &c.meta), change.new.map(|c| &c.meta));
+            for parent in book.deps().readers_of(&kind, old, new) {
+                book.input_changed(&parent);
+                queue.add(parent, Priority::Normal);
+            }
+        })
+    }
+
+    /// The parent kind's informer.
+    pub fn parents(&self) -> &Arc<Informer> {
+        &self.parents
+    }
+
+    /// The namespaces the wiring watches parents and children in (`None`: all the host does).
+    pub fn scope(&self) -> Option<&BTreeSet<String>> {
+        self.scope.as_ref()
+    }
+
+    /// Which of the host's status fields the parent kind admits.
+    pub fn schema(&self) -> &Arc<ParentSchema> {
+        &self.schema
+    }
+
+    /// Everything remembered per parent.
+    pub fn book(&self) -> &Arc<ParentBook> {
+        &self.book
+    }
+
+    /// How fast the plugin's writes may go, whichever revision makes them.
+    pub fn pace(&self) -> &Pace<ObjectKey> {
+        &self.pace
+    }
+
+    /// Drops what is remembered of a parent no revision reconciles any more: it is gone, or
+    /// left the selection.
+    pub fn forget(&self, key: &ObjectKey) {
+        if self
+            .book
+            .forget(key)
+            .is_some_and(|page| !page.fights.is_empty())
+        {
+            self.metrics
+                .contested(self.book.count(|p| p.fights.contested()));
+        }
+        self.pace.forget(key);
+    }
+}
+
+fn priority(initial: bool) -> Priority {
+    if initial {
+        Priority::Low
+    } else {
+        Priority::Normal
+    }
+}
+
+/// The key of the object's controller owner if that owner is of the parent kind. A namespaced
+/// owner lives in the object's namespace; a cluster-scoped one in none.
+fn controller_of(object: &Meta, parent: &GroupKind, namespaced: bool) -> Option<ObjectKey> {
+    let owner = object.controller.as_ref()?;
+    if group_of(&owner.api_version) != parent.group || owner.kind != parent.kind {
+        return None;
+    }
+    let namespace = if namespaced {
+        object.key.namespace.as_str()
+    } else {
+        ""
+    };
+    Some(ObjectKey::new(namespace, owner.name.as_str()))
+}
+
+/// Whether two kinds name the same kind (any version of it).
+pub fn same_kind(a: &KindRef, b: &KindRef) -> bool {
+    GroupKind::from(a) == GroupKind::from(b)
+}
