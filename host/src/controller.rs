@@ -50,8 +50,8 @@ use tokio::task::JoinHandle;
 use tracing::{Instrument as _, debug, info, warn};
 
 pub use self::context::Context;
-pub use self::revision::{Revision, Spec};
 use self::queue::{Backoff, Priority, WorkQueue};
+pub use self::revision::{Revision, Spec};
 use self::route::{Assignment, Decision, Route, Selection};
 pub use self::wiring::{PrepareError, Wiring, same_kind};
 use self::workers::{Next, StopHandle, stop_signal};
@@ -363,7 +363,13 @@ enum Work {
     /// The plugin does not reconcile it.
     Release(revision::Serving, Arc<Revision>, ObjectKey, Parent),
     /// Reconcile it.
-    Serve(revision::Serving, Arc<Revision>, ObjectKey, Arc<Cached>, Parent),
+    Serve(
+        revision::Serving,
+        Arc<Revision>,
+        ObjectKey,
+        Arc<Cached>,
+        Parent,
+    ),
 }
 
 impl Work {

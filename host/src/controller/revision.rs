@@ -107,14 +107,11 @@ impl Revision {
             applier,
             metrics: ctx.metrics.plugin(&info.name),
             bounds: places::Bounds {
-                watched: ctx
-                    .informers
-                    .confined(wiring.scope())
-                    .or_else(|| {
-                        ctx.informers
-                            .namespace()
-                            .map(|ns| BTreeSet::from([ns.to_owned()]))
-                    }),
+                watched: ctx.informers.confined(wiring.scope()).or_else(|| {
+                    ctx.informers
+                        .namespace()
+                        .map(|ns| BTreeSet::from([ns.to_owned()]))
+                }),
                 protected: ctx.protected_namespaces.clone(),
                 lease: ctx.lease.clone(),
             },

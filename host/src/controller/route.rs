@@ -198,8 +198,7 @@ mod tests {
             let now: Vec<bool> = uids
                 .iter()
                 .map(|uid| {
-                    route.decide(&key("a"), &parent(uid, json!({})))
-                        == Decision::Serve("candidate")
+                    route.decide(&key("a"), &parent(uid, json!({}))) == Decision::Serve("candidate")
                 })
                 .collect();
             let served = now.iter().filter(|c| **c).count();

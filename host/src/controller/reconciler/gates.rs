@@ -6,8 +6,8 @@ use serde_json::Value;
 use tracing::{debug, warn};
 
 use super::{Reconciler, places};
-use crate::controller::pace;
 use crate::cache::{GroupKind, ObjectKey};
+use crate::controller::pace;
 use crate::controller::workers::Next;
 use crate::identity::access::Question;
 use crate::model::{Event, EventType};
