@@ -6,7 +6,7 @@
 //! - a permanent plugin error, or an API rejection of what the plugin asked for (invalid,
 //!   unknown kind, a field the schema does not declare): shown on the parent and not retried
 //!   until an input changes ([`super::permanent::Permanent`], in the parent's page of the
-//!   [`ParentBook`]);
+//!   [`super::book::ParentBook`]);
 //! - anything else from the plugin (transient errors, deadlines, traps, invalid responses):
 //!   shown on the parent and retried with per-key backoff, so a plugin fixed by an upgrade, or
 //!   an input that gets fixed, recovers;
