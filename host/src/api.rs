@@ -15,6 +15,12 @@ use serde_json::Value;
 
 use crate::model::KindRef;
 
+pub mod rollout;
+
+pub use self::rollout::{
+    HistoryEntry, RevisionStatus, Rollout, RolloutStatus, ShadowStatus, Step, Strategy, Thresholds,
+};
+
 /// The API group of the host's resources.
 pub const GROUP: &str = "reconhost.dev";
 
@@ -40,6 +46,13 @@ pub const HOST_FIELD_MANAGER: &str = "reconhost";
     printcolumn(name = "Parent", type_ = "string", json_path = ".spec.parent.kind"),
     printcolumn(name = "Digest", type_ = "string", json_path = ".status.activeDigest"),
     printcolumn(name = "Version", type_ = "string", json_path = ".status.plugin.version"),
+    printcolumn(name = "Rollout", type_ = "string", json_path = ".status.rollout.stage"),
+    printcolumn(
+        name = "Candidate",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.rollout.candidate"
+    ),
     printcolumn(
         name = "Ready",
         type_ = "string",
@@ -101,6 +114,11 @@ pub struct ReconcilePluginSpec {
         )
     )]
     pub namespaces: Option<Vec<String>>,
+    /// How a new digest reaches the parents: at once (default), or progressively with shadow
+    /// comparison, growing shares, analysis and automatic rollback. A change of only the config
+    /// or the limits always applies at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
 }
 
 /// One ReconcilePlugin per parent kind: the name is the kind in lower case, a dot and the group
@@ -287,6 +305,16 @@ pub struct ReconcilePluginStatus {
     /// `Fetched`, `Compiled`, `Authorized` and `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Where a progressive rollout stands (the last one, once it ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+    /// The revisions serving now: the stable one, and a rollout's candidate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<RevisionStatus>,
+    /// The revisions that served every parent, newest (the active one) first, up to
+    /// `spec.rollout.revisionHistoryLimit`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryEntry>,
 }
 
 /// The permissions a plugin needs and its ServiceAccount lacks.

@@ -94,6 +94,34 @@ pub enum PluginCommand {
     /// Delete a ReconcilePlugin, wait for the host to release it, then remove what `install`
     /// created for it: its RBAC, its ConfigMap source, its ServiceAccount.
     Uninstall(UninstallArgs),
+    /// See and steer a progressive rollout (`spec.rollout.strategy: Progressive`).
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
+}
+
+/// `reconhost plugin rollout ...`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum RolloutCommand {
+    /// Where the rollout stands: the stable and candidate digests, the step, the revisions'
+    /// health, what shadow calls found.
+    Status(RolloutArgs),
+    /// Promote the candidate now: it serves every parent, whatever steps are left.
+    Promote(RolloutArgs),
+    /// Roll the candidate back now: every parent goes back to the stable revision.
+    Abort(RolloutArgs),
+    /// Go back to the revision before the active one (from `status.history`): spec.source is
+    /// set to it and it serves every parent at once.
+    Undo(RolloutArgs),
+}
+
+/// Which ReconcilePlugin a rollout command is about.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RolloutArgs {
+    /// The ReconcilePlugin (`kubectl get rp`).
+    pub name: String,
+    /// Path to a kubeconfig. Default: $KUBECONFIG, ~/.kube/config, in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Where a plugin's grant applies, and what the installer consents to.

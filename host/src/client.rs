@@ -58,14 +58,14 @@ pub async fn client(
     };
     // Named in the API server's audit log and request metrics, as kube-controller-manager and
     // controller-runtime managers are, so an operator can tell the host's requests apart.
-    config
-        .headers
-        .push((http::header::USER_AGENT, user_agent()));
     let Some(Instrumented {
         metrics,
         request_timeout,
     }) = instrumented
     else {
+        config
+            .headers
+            .push((http::header::USER_AGENT, user_agent(None)));
         return kube::Client::try_from(config).context("building the Kubernetes client");
     };
     let host = config
@@ -76,8 +76,14 @@ pub async fn client(
     let namespace = config.default_namespace.clone();
     config.default_retry = false;
     let inner = kube::Client::try_from(config).context("building the Kubernetes client")?;
-    let counted = tower::service_fn(move |request: Request<Body>| {
+    let agent = user_agent(None);
+    let counted = tower::service_fn(move |mut request: Request<Body>| {
         let (inner, metrics, host) = (inner.clone(), metrics.clone(), host.clone());
+        // One User-Agent, the plugin revision's when one set it (see `acting_for`).
+        request
+            .headers_mut()
+            .entry(http::header::USER_AGENT)
+            .or_insert_with(|| agent.clone());
         async move {
             let method = request.method().as_str().to_owned();
             let response = if is_watch(&request) {
@@ -119,10 +125,33 @@ fn is_watch(request: &Request<Body>) -> bool {
 const USER_AGENT: &str = concat!("reconhost/", env!("CARGO_PKG_VERSION"));
 
 /// `reconhost/<version> (<host name>)`: with several replicas, the audit log tells which one
-/// made a request (the host name is the pod's name in a cluster).
-fn user_agent() -> http::HeaderValue {
-    std::env::var("HOSTNAME")
+/// made a request (the host name is the pod's name in a cluster); then `for`, if given.
+fn user_agent(for_: Option<&str>) -> http::HeaderValue {
+    let host = std::env::var("HOSTNAME")
         .ok()
-        .and_then(|host| http::HeaderValue::from_str(&format!("{USER_AGENT} ({host})")).ok())
-        .unwrap_or_else(|| http::HeaderValue::from_static(USER_AGENT))
+        .map(|host| format!(" ({host})"))
+        .unwrap_or_default();
+    let suffix = for_.map(|f| format!(" {f}")).unwrap_or_default();
+    http::HeaderValue::from_str(&format!("{USER_AGENT}{host}{suffix}"))
+        .unwrap_or_else(|_| http::HeaderValue::from_static(USER_AGENT))
+}
+
+/// A client whose requests name, after the host, what they are made for (for a plugin's
+/// revision: `plugin/<name>@<digest>`), so the audit log tells two revisions of one plugin
+/// apart although both write under the same field manager. Through `base`'s connections;
+/// `base` must be the host's instrumented client, which sets its own User-Agent only on
+/// requests that carry none.
+pub fn acting_for(base: &kube::Client, for_: &str) -> kube::Client {
+    let agent = user_agent(Some(for_));
+    let (base, namespace) = (base.clone(), base.default_namespace().to_owned());
+    let service = tower::service_fn(move |mut request: Request<Body>| {
+        let (base, agent) = (base.clone(), agent.clone());
+        async move {
+            request
+                .headers_mut()
+                .insert(http::header::USER_AGENT, agent);
+            base.send(request).await
+        }
+    });
+    kube::Client::new(service, namespace)
 }

@@ -22,6 +22,8 @@
 pub mod events;
 pub mod failure;
 pub mod load;
+mod progress;
+pub mod rollout;
 pub mod spec;
 pub mod status;
 pub mod uninstall;
@@ -78,6 +80,8 @@ struct Installed {
     plugin: Plugin,
     /// How its component was obtained.
     obtained: Obtained,
+    /// Where it came from (for `status.history`).
+    source: api::Source,
 }
 
 /// Defaults for what a ReconcilePlugin leaves unset.
@@ -104,6 +108,8 @@ pub struct Lifecycle {
     writer: Writer,
     queue: WorkQueue<ObjectKey>,
     installed: Mutex<HashMap<String, Installed>>,
+    /// Progressive rollouts, by ReconcilePlugin.
+    rollouts: Mutex<HashMap<String, progress::Progress>>,
     /// ReconcilePlugins refused for a conflict, to look at again when a plugin goes.
     conflicts: Mutex<HashSet<String>>,
     /// The outcome of each ReconcilePlugin's last attempt, for `reconhost_plugins{state}`.
@@ -139,6 +145,7 @@ impl Lifecycle {
             plugins: plugins.clone(),
             queue: queue.clone(),
             installed: Mutex::new(HashMap::new()),
+            rollouts: Mutex::new(HashMap::new()),
             conflicts: Mutex::new(HashSet::new()),
             states: Mutex::new(HashMap::new()),
             metrics,
@@ -283,13 +290,55 @@ impl Lifecycle {
             .expect("lifecycle lock poisoned")
             .get(name)
             .map(|i| (i.fingerprint, i.plugin.clone()));
+        let current_is_none = current.is_none();
+        let plan = rollout::Plan::of(rp.spec.rollout.as_ref());
+        let restore = plan.as_ref().and_then(|_| progress::stable_to_restore(&rp));
         let failure = match current {
             _ if !account_exists => account_failure.clone(),
-            Some((f, _)) if f == fingerprint => None,
-            current => self
-                .install(name, &rp, &identity, fingerprint, current.map(|(_, p)| p))
+            Some((f, _)) if f == fingerprint => {
+                self.end_rollout(name, "spec.source names the stable digest again")
+                    .await;
+                None
+            }
+            // A new digest under a progressive rollout becomes a candidate beside the stable
+            // revision; the same digest with another config or limits applies at once.
+            Some((_, stable)) if plan.is_some() && !same_digest(&stable, &rp.spec.source) => {
+                let plan = plan.as_ref().expect("checked above");
+                self.roll(name, &rp, &object, &identity, fingerprint, plan)
+                    .await
+                    .err()
+            }
+            // Restarted mid-rollout: the stable revision serves first, the candidate follows.
+            None if restore.is_some() => {
+                let source = restore.as_ref().expect("checked above");
+                let mut stable_rp = rp.clone();
+                stable_rp.spec.source = source.clone();
+                self.install(
+                    name,
+                    &rp,
+                    &identity,
+                    spec::fingerprint(&stable_rp),
+                    None,
+                    source,
+                )
                 .await
-                .err(),
+                .err()
+            }
+            current => {
+                self.end_rollout(name, "the spec asks for an immediate rollout")
+                    .await;
+                let source = rp.spec.source.clone();
+                self.install(
+                    name,
+                    &rp,
+                    &identity,
+                    fingerprint,
+                    current.map(|(_, p)| p),
+                    &source,
+                )
+                .await
+                .err()
+            }
         };
         if let Some(controller) = self.supervisor.controller(name) {
             // Without its ServiceAccount a plugin does not act, not even with old code.
@@ -332,11 +381,16 @@ impl Lifecycle {
             failure.as_ref(),
             &authorized,
         );
+        let wanted = self.with_rollout(name, &rp, wanted);
         if leading && let Err(error) = self.writer.status(&object, &wanted).await {
             warn!(plugin = name, %error, "writing the ReconcilePlugin status failed; retrying");
             return Next::Retry;
         }
         match failure {
+            // A rollout in progress, or one to take up after a restart, is looked at again soon.
+            None if self.rolling(name) || restore.is_some() && current_is_none => {
+                Next::RequeueAfter(progress::TICK)
+            }
             // Looked at again so the Authorized condition follows grants and revocations.
             None => match authorized {
                 // Just past the denials' lifetime, so the next look asks again.
@@ -411,7 +465,8 @@ impl Lifecycle {
         denied
     }
 
-    /// Loads the spec's component and makes it serve.
+    /// Loads the spec's component (from `source`, the spec's own or an earlier revision's) and
+    /// makes it serve every parent.
     async fn install(
         &self,
         name: &str,
@@ -419,10 +474,47 @@ impl Lifecycle {
         identity: &Identity,
         fingerprint: u64,
         current: Option<Plugin>,
+        source: &api::Source,
     ) -> Result<(), Failure> {
+        let (spec, obtained) = self.load_spec(name, rp, identity, current, source).await?;
+        let parent = KindRef::from(&rp.spec.parent);
+        let plugin = spec.plugin.clone();
+        self.supervisor
+            .apply(name, spec)
+            .await
+            .map_err(|e| Failure::supervisor(&e, &parent))?;
+        self.installed
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .insert(
+                name.to_owned(),
+                Installed {
+                    fingerprint,
+                    plugin,
+                    obtained,
+                    source: source.clone(),
+                },
+            );
+        self.conflicts
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .remove(name);
+        Ok(())
+    }
+
+    /// Loads the component `source` names (reusing `current`'s compiled code when the digest
+    /// is the same), checks that it reconciles `spec.parent`, and makes the revision spec of it.
+    async fn load_spec(
+        &self,
+        name: &str,
+        rp: &ReconcilePlugin,
+        identity: &Identity,
+        current: Option<Plugin>,
+        source: &api::Source,
+    ) -> Result<(Spec, Obtained), Failure> {
         let parent = KindRef::from(&rp.spec.parent);
         let limits = limits_of(rp, &self.defaults)?;
-        let digest_hex = rp.spec.source.digest.trim_start_matches("sha256:");
+        let digest_hex = source.digest.trim_start_matches("sha256:");
         let (plugin, obtained) = match current {
             // Same code, other limits: reuse the compiled component.
             Some(plugin) if plugin.digest() == digest_hex => {
@@ -440,15 +532,15 @@ impl Lifecycle {
                 if let Some(failure) =
                     status::over_budget(rp, digest_hex, self.loader.compile_budget())
                 {
-                    info!(plugin = name, digest = %rp.spec.source.digest,
+                    info!(plugin = name, digest = %source.digest,
                           "not compiled again: it went over the same compile budget before");
                     return Err(failure);
                 }
                 let namespace = &rp.spec.service_account_ref.namespace;
                 let verified = rp.status.as_ref().and_then(|s| s.active_digest.as_deref())
-                    == Some(rp.spec.source.digest.as_str());
+                    == Some(source.digest.as_str());
                 self.loader
-                    .load(&origin, &rp.spec.source, namespace, limits, verified)
+                    .load(&origin, source, namespace, limits, verified)
                     .await?
             }
         };
@@ -464,7 +556,7 @@ impl Lifecycle {
             ));
         }
         let spec = Spec {
-            plugin: plugin.clone(),
+            plugin,
             config: rp.spec.config.clone().unwrap_or_else(|| json!({})),
             concurrency: rp
                 .spec
@@ -476,26 +568,7 @@ impl Lifecycle {
             parent_selector: spec::selector_of(rp)?,
             parent_namespaces: spec::namespaces_of(rp),
         };
-        self.supervisor
-            .apply(name, spec)
-            .await
-            .map_err(|e| Failure::supervisor(&e, &parent))?;
-        self.installed
-            .lock()
-            .expect("lifecycle lock poisoned")
-            .insert(
-                name.to_owned(),
-                Installed {
-                    fingerprint,
-                    plugin,
-                    obtained,
-                },
-            );
-        self.conflicts
-            .lock()
-            .expect("lifecycle lock poisoned")
-            .remove(name);
-        Ok(())
+        Ok((spec, obtained))
     }
 
     async fn uninstall(&self, name: &str, rp: &ReconcilePlugin, object: &Value) -> Next {
@@ -547,6 +620,7 @@ impl Lifecycle {
 
     /// Stops what `name` ran, and looks again at plugins refused for a conflict with it.
     async fn forget(&self, name: &str) {
+        self.forget_rollout(name);
         let removed = self
             .installed
             .lock()
@@ -585,6 +659,11 @@ impl Lifecycle {
         }
         self.metrics.plugin_states(&counts);
     }
+}
+
+/// Whether `plugin` is the component `source` pins.
+fn same_digest(plugin: &Plugin, source: &api::Source) -> bool {
+    source.digest.trim_start_matches("sha256:") == plugin.digest()
 }
 
 fn has_finalizer(object: &Value) -> bool {

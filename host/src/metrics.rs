@@ -74,6 +74,7 @@ pub struct Metrics {
     contested: Family<Labels, Gauge>,
     rest_requests: Family<Labels, Counter>,
     swaps: Family<Labels, Counter>,
+    rollouts: Family<Labels, Counter>,
     plugin_states: Family<Labels, Gauge>,
     fetch_seconds: Histograms,
     compile_seconds: Histograms,
@@ -126,6 +127,7 @@ impl Metrics {
             contested: Family::default(),
             rest_requests: Family::default(),
             swaps: Family::default(),
+            rollouts: Family::default(),
             plugin_states: Family::default(),
             fetch_seconds: h(load_histogram),
             compile_seconds: h(load_histogram),
@@ -255,6 +257,11 @@ impl Metrics {
             m.swaps.clone(),
         );
         r.register(
+            "reconhost_rollout_transitions",
+            "Progressive rollout transitions by plugin and result (step, promoted, rolled_back, aborted)",
+            m.rollouts.clone(),
+        );
+        r.register(
             "reconhost_plugins",
             "ReconcilePlugins by state (ready, suspended, failed, loading)",
             m.plugin_states.clone(),
@@ -369,6 +376,13 @@ impl Metrics {
             upgraded: result("upgraded"),
             failed: result("failed"),
         }
+    }
+
+    /// Counts a rollout transition of `plugin` (`step`, `promoted`, `rolled_back`, `aborted`).
+    pub fn rollout(&self, plugin: &str, result: &str) {
+        self.rollouts
+            .get_or_create_owned(&labels(&[("plugin", plugin), ("result", result)]))
+            .inc();
     }
 
     /// Sets `reconhost_plugins{state}` from a count per state (see [`PLUGIN_STATES`]).

@@ -1,4 +1,4 @@
-//! `reconhost plugin install | manifest | push | rbac | inspect | uninstall`: how a plugin
+//! `reconhost plugin install | manifest | push | rbac | inspect | uninstall | rollout`: how a plugin
 //! author gets a component into a cluster, and out again. The component is loaded locally
 //! first (its `info()` names the parent kind, and a component that does not load is better
 //! refused here than in the cluster), uploaded to a ConfigMap or an OCI registry, and pinned by
@@ -7,6 +7,7 @@
 mod grants;
 mod inspect;
 mod narrow;
+mod rollout;
 mod uninstall;
 
 use crate::selector::Selector;
@@ -92,6 +93,7 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<String> {
         }
         PluginCommand::Uninstall(args) => uninstall::run(&args).await,
         PluginCommand::Inspect(args) => inspect::run(&args).await,
+        PluginCommand::Rollout(command) => rollout::run(command).await,
     }
 }
 
@@ -209,6 +211,7 @@ async fn plan(args: &InstallArgs, default_namespace: Option<&str>) -> anyhow::Re
             .filter(|s| !s.is_empty())
             .map(Selector::to_label_selector),
         namespaces: namespaces(args, default_namespace),
+        rollout: None,
     };
     let plugin = ReconcilePlugin::new(&rp_name, spec);
     Ok(Planned {

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use tracing::info;
 
 use crate::cache::GroupKind;
-use crate::controller::{Context, Controller, PrepareError, Spec, short};
+use crate::controller::{Context, Controller, PrepareError, Revision, Spec, short};
 use crate::model::KindRef;
 
 /// Why the supervisor refused or could not complete an install.
@@ -253,7 +253,27 @@ impl Supervisor {
         &self,
         controller: &Controller,
         spec: Spec,
-    ) -> Result<Option<Arc<crate::controller::Revision>>, SupervisorError> {
+    ) -> Result<Option<Arc<Revision>>, SupervisorError> {
+        let revision = self.prepare_on(controller, spec).await?;
+        Ok(controller.swap(revision).await)
+    }
+
+    /// Prepares a revision of `spec` on the controller `owner` already runs, and waits
+    /// (bounded) for its caches: a rollout's candidate. `None` if `owner` runs nothing.
+    pub async fn prepare(
+        &self,
+        owner: &str,
+        spec: Spec,
+    ) -> Option<Result<Revision, SupervisorError>> {
+        let controller = self.controller(owner)?;
+        Some(self.prepare_on(&controller, spec).await)
+    }
+
+    async fn prepare_on(
+        &self,
+        controller: &Controller,
+        spec: Spec,
+    ) -> Result<Revision, SupervisorError> {
         let revision = controller.prepare(spec).await?;
         // A refusal seen on two looks a second apart is no RBAC change still propagating:
         // say so now rather than after the whole sync timeout.
@@ -280,7 +300,7 @@ impl Supervisor {
             }
             error = refused => return Err(error),
         }
-        Ok(controller.swap(revision).await)
+        Ok(revision)
     }
 
     /// The cycle the plugin of `owner` would close, if any: following "a plugin of kind K

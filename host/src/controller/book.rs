@@ -193,6 +193,11 @@ impl Pages {
         }
     }
 
+    /// The revision whose view this is.
+    pub fn revision(&self) -> RevisionId {
+        self.revision
+    }
+
     /// The whole book.
     pub fn book(&self) -> &ParentBook {
         &self.book

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tracing::{debug, info, warn};
+use tracing::{Instrument as _, debug, info, warn};
 
 mod failures;
 mod gates;
@@ -34,15 +34,17 @@ use super::applier::{Applier, ApplyError, Written};
 use super::book::Pages;
 use super::fight::{FightPolicy, Fights};
 use super::guest_memory::GuestMemory;
+use super::health::{DIFFS_PER_PARENT, Health};
 use super::referee::{CONTESTED, Referee};
+use super::shadow;
 use super::wiring::Wiring;
 use super::workers::Next;
-use crate::cache::{CacheReader, Cached, GroupKind, Informer, ObjectKey};
+use crate::cache::{CacheReader, Cached, CallReader, GroupKind, Informer, ObjectKey};
 use crate::identity::access::{DENIED_TTL, Question};
 use crate::metrics::PluginMetrics;
 use crate::model::{self, Event, EventType, Parent, ReconcileRequest};
 use crate::planner::{self, Action, Plan};
-use crate::runtime::{ObjectReader, Plugin};
+use crate::runtime::{CallError, ObjectReader, Outcome, Plugin};
 
 /// Reconciles the parents of one plugin revision.
 pub struct Reconciler {
@@ -63,6 +65,8 @@ pub struct Reconciler {
     bounds: places::Bounds,
     /// The guest memory all plugins' calls share.
     guest_memory: GuestMemory,
+    /// How this revision behaves, for a rollout to judge.
+    health: Arc<Health>,
 }
 
 /// What the reconciler is built from.
@@ -89,6 +93,8 @@ pub struct Parts {
     pub guest_memory: GuestMemory,
     /// When a fight over a child's field trips the breaker.
     pub fights: FightPolicy,
+    /// The revision's counters.
+    pub health: Arc<Health>,
 }
 
 impl Reconciler {
@@ -111,12 +117,20 @@ impl Reconciler {
             referee,
             bounds: parts.bounds,
             guest_memory: parts.guest_memory,
+            health: parts.health,
         }
     }
 
     /// Reconciles one parent: `cached` as the informer holds it, `parent` its parsed value.
-    /// The controller's route has decided that this revision serves it.
-    pub async fn reconcile(&self, key: &ObjectKey, cached: &Cached, parent: Parent) -> Next {
+    /// The controller's route has decided that this revision serves it, and whether another
+    /// revision is called beside it in `shadow` (on the same request, never writing).
+    pub async fn reconcile(
+        &self,
+        key: &ObjectKey,
+        cached: &Cached,
+        parent: Parent,
+        shadow: Option<&Reconciler>,
+    ) -> Next {
         let name = &self.plugin.info().name;
         if self
             .book
@@ -177,34 +191,8 @@ impl Reconciler {
             finalizing: deleting,
         });
 
-        let plugin = self.plugin.clone();
-        let call_reader = Arc::new(self.reader.for_call(&key.namespace));
-        let reader: Arc<dyn ObjectReader> = call_reader.clone();
-        // The call runs on a blocking thread; it stays inside this reconcile's span, so what the
-        // plugin logs names the plugin, the parent and the digest of the code. The result comes
-        // back as soon as it exists: that thread then tears the instance down and makes the
-        // next one, off this reconcile's path.
-        let span = tracing::Span::current();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let call_request = request.clone();
-        // The instance may grow to the plugin's memory limit: reserved from the budget all
-        // calls share until the result is back (not through the writes that follow).
-        let memory = self.guest_memory.reserve(self.plugin.limits().memory).await;
-        // Detached: the result comes through the oneshot; a panic drops the sender.
-        drop(tokio::task::spawn_blocking(move || {
-            let _span = span.enter();
-            plugin.reconcile_then(&call_request, reader, |result| {
-                let _ = tx.send(result);
-            });
-        }));
-        let result = rx.await;
-        drop(memory);
-        let result = match result {
-            Ok(result) => result,
-            Err(_) => {
-                warn!(plugin = %name, parent = %key, "plugin call thread failed");
-                return Next::Retry;
-            }
+        let Some((result, call_reader)) = self.call(key, request.clone()).await else {
+            return Next::Retry;
         };
         // Reads refused for want of an answer are asked now; once any is known, the parent is
         // reconciled again at once, to see what it could not or to be told why not (the
@@ -232,6 +220,11 @@ impl Reconciler {
         self.metrics.call_seconds(outcome.elapsed);
         self.metrics.memory_peak(outcome.memory_peak);
         self.book.deps().record(key, &outcome.reads);
+        if let Some(shadow) = shadow {
+            shadow
+                .shadow(key, &request, &observed, (&self.plugin, &outcome.desired))
+                .await;
+        }
 
         let fields = self.wiring.schema().fields();
         let plan_for = |desired: &model::Desired| {
@@ -270,6 +263,7 @@ impl Reconciler {
             Referee::hold(&ruling, &mut plan);
         }
         // A trip is said whatever the writes below come to.
+        self.health.fought(ruling.events.len());
         self.applier.events(&request.parent, &ruling.events).await;
         if let Err(message) = self.scopes(&plan) {
             warn!(plugin = %name, parent = %key, error = %message, "a desired child is in the wrong place");
@@ -330,6 +324,7 @@ impl Reconciler {
         if !failed.is_empty() {
             let message = failures_message(&failed);
             warn!(plugin = %name, parent = %key, error = %message, "children could not be written");
+            self.health.synced_false();
             let event = Event {
                 type_: EventType::Warning,
                 reason: "ChildFailed".into(),
@@ -369,6 +364,96 @@ impl Reconciler {
             Some(after) => Next::RequeueAfter(after),
             None => Next::Done,
         }
+    }
+
+    /// Calls the plugin on `request` in a fresh instance, with a reader bound to its identity.
+    /// `None` if the call's thread failed (it is logged).
+    async fn call(
+        &self,
+        key: &ObjectKey,
+        request: Arc<ReconcileRequest>,
+    ) -> Option<(Result<Outcome, CallError>, Arc<CallReader>)> {
+        let plugin = self.plugin.clone();
+        let call_reader = Arc::new(self.reader.for_call(&key.namespace));
+        let reader: Arc<dyn ObjectReader> = call_reader.clone();
+        // The call runs on a blocking thread; it stays inside this reconcile's span, so what the
+        // plugin logs names the plugin, the parent and the digest of the code. The result comes
+        // back as soon as it exists: that thread then tears the instance down and makes the
+        // next one, off this reconcile's path.
+        let span = tracing::Span::current();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // The instance may grow to the plugin's memory limit: reserved from the budget all
+        // calls share until the result is back (not through the writes that follow).
+        let memory = self.guest_memory.reserve(self.plugin.limits().memory).await;
+        // Detached: the result comes through the oneshot; a panic drops the sender.
+        drop(tokio::task::spawn_blocking(move || {
+            let _span = span.enter();
+            plugin.reconcile_then(&request, reader, |result| {
+                let _ = tx.send(result);
+            });
+        }));
+        let result = rx.await;
+        drop(memory);
+        self.health.called();
+        match result {
+            Ok(result) => Some((result, call_reader)),
+            Err(_) => {
+                warn!(plugin = %self.plugin.info().name, parent = %key, "plugin call thread failed");
+                None
+            }
+        }
+    }
+
+    /// Calls this revision as the shadow of another on the same request, plans its answer
+    /// against the same observed children, and counts how the two plans differ. Writes
+    /// nothing, anywhere: not the cluster, not the book, not what the parent read.
+    async fn shadow(
+        &self,
+        key: &ObjectKey,
+        request: &Arc<ReconcileRequest>,
+        observed: &[Value],
+        stable: (&Plugin, &model::Desired),
+    ) {
+        let span = tracing::info_span!("shadow", digest = %super::short(self.plugin.digest()),
+            revision = %self.book.revision());
+        let Some((result, _)) = self.call(key, request.clone()).instrument(span).await else {
+            return;
+        };
+        let fields = self.wiring.schema().fields();
+        let now = model::now();
+        let plan = |plugin: &Plugin, desired: &model::Desired| {
+            planner::plan(
+                plugin.info(),
+                &fields,
+                &request.parent,
+                desired,
+                observed,
+                &now,
+            )
+        };
+        let (count, shown) = match result {
+            Ok(outcome) => shadow::compare(
+                &plan(stable.0, stable.1),
+                &plan(&self.plugin, &outcome.desired),
+                &request.parent["status"],
+                DIFFS_PER_PARENT,
+            ),
+            Err(error) => {
+                self.health.failed(&error.kind);
+                let failed = shadow::Difference {
+                    target: "call".into(),
+                    field: String::new(),
+                    stable: Some("succeeded".into()),
+                    candidate: Some(error.kind.to_string()),
+                };
+                (1, vec![failed])
+            }
+        };
+        if count > 0 {
+            debug!(plugin = %self.plugin.info().name, parent = %key, differences = count,
+                   first = %shown[0], "the shadow revision would do otherwise");
+        }
+        self.health.shadowed(key, count, shown);
     }
 
     /// How long a parent being deleted may still wait for the plugin's cleanup (zero: its

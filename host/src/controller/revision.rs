@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use super::Context;
 use super::applier::Applier;
 use super::book::Pages;
+use super::health::Health;
 use super::reconciler::{Parts, Reconciler, places};
 use super::wiring::{PrepareError, Role, Wire, Wiring};
 use crate::cache::{CacheReader, GroupKind, Informer, ReadGuard, ResolvedKind};
@@ -51,6 +52,8 @@ pub struct Revision {
     reconciler: Reconciler,
     /// The child kinds' wires, then the read kinds'; kept so the wiring keeps watching them.
     wires: Vec<Arc<Wire>>,
+    /// How it behaves.
+    health: Arc<Health>,
     /// Reconciles serving now; `retired` tells them to give up.
     serving: watch::Sender<usize>,
     retired: watch::Sender<bool>,
@@ -74,16 +77,24 @@ impl Revision {
         for kind in &info.reads {
             reads.push(wiring.attach(Role::Read, kind).await?);
         }
-        // Writes for the plugin are the plugin's: the API server judges its ServiceAccount.
+        // Writes for the plugin are the plugin's: the API server judges its ServiceAccount. The
+        // audit log tells this revision's requests from another's by their User-Agent.
+        let agent = format!(
+            "plugin/{}@{}",
+            info.name,
+            super::short(spec.plugin.digest())
+        );
+        let client = crate::client::acting_for(&ctx.client, &agent);
         let client = match &spec.identity {
-            Some(identity) => impersonating(&ctx.client, identity),
-            None => ctx.client.clone(),
+            Some(identity) => impersonating(&client, identity),
+            None => client,
         };
         let guard = spec.identity.clone().map(|identity| ReadGuard {
             identity,
             access: ctx.access.clone(),
             namespaces: spec.parent_namespaces.clone(),
         });
+        let health = Arc::new(Health::default());
         let applier = Applier::new(
             client,
             info.clone(),
@@ -117,6 +128,7 @@ impl Revision {
             },
             guest_memory: ctx.guest_memory.clone(),
             fights: ctx.fights,
+            health: health.clone(),
         });
         Ok(Self {
             id,
@@ -124,6 +136,7 @@ impl Revision {
             wiring,
             reconciler,
             wires: children.into_iter().chain(reads).collect(),
+            health,
             serving: watch::Sender::new(0),
             retired: watch::Sender::new(false),
         })
@@ -152,6 +165,11 @@ impl Revision {
     /// The reconciler.
     pub fn reconciler(&self) -> &Reconciler {
         &self.reconciler
+    }
+
+    /// How it has behaved since it was prepared.
+    pub fn health(&self) -> &Health {
+        &self.health
     }
 
     fn informers(&self) -> impl Iterator<Item = &Arc<Informer>> {

@@ -3,7 +3,8 @@
 //! In order: the [`Assignment`] (does this replica own the parent at all: leadership today, a
 //! shard tomorrow), then the plugin's selection (its label selector and namespaces), then the
 //! revision (the stable one, or a candidate for a share of parents chosen by a stable hash of
-//! the parent's UID). Pure: no cluster, no clock; the controller applies the [`Decision`].
+//! the parent's UID), and whether a shadow revision is called beside the stable one. Pure: no
+//! cluster, no clock; the controller applies the [`Decision`].
 //!
 //! A parent's share position never changes (its UID is fixed), so a candidate whose share grows
 //! only ever gains parents, and one whose share shrinks only loses them.
@@ -94,13 +95,20 @@ pub struct Route<R> {
     pub stable: R,
     /// A revision serving a share of the parents, during a rollout.
     pub candidate: Option<(R, Share)>,
+    /// A revision called beside the stable one on the same inputs, never writing.
+    pub shadow: Option<R>,
 }
 
 /// The route's answer for one parent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision<R> {
-    /// Reconcile it with this revision.
-    Serve(R),
+    /// Reconcile it with `revision`, calling `shadow` beside it.
+    Serve {
+        /// The revision that serves it.
+        revision: R,
+        /// The revision called on the same inputs, whose plan is only compared.
+        shadow: Option<R>,
+    },
     /// The plugin does not reconcile it (any more): release what the host holds on it, as
     /// this revision.
     Release(R),
@@ -116,6 +124,7 @@ impl<R: Clone> Route<R> {
             selection,
             stable,
             candidate: None,
+            shadow: None,
         }
     }
 
@@ -129,14 +138,28 @@ impl<R: Clone> Route<R> {
         }
         let uid = parent["metadata"]["uid"].as_str().unwrap_or_default();
         match &self.candidate {
-            Some((candidate, share)) if share.holds(uid) => Decision::Serve(candidate.clone()),
-            _ => Decision::Serve(self.stable.clone()),
+            Some((candidate, share)) if share.holds(uid) => Decision::Serve {
+                revision: candidate.clone(),
+                shadow: None,
+            },
+            _ => Decision::Serve {
+                revision: self.stable.clone(),
+                shadow: self.shadow.clone(),
+            },
         }
     }
 
-    /// Every revision the route sends parents to.
+    /// Every revision the route sends parents to (a shadow serves none).
     pub fn revisions(&self) -> impl Iterator<Item = &R> {
         std::iter::once(&self.stable).chain(self.candidate.as_ref().map(|(c, _)| c))
+    }
+
+    /// The revision serving a parent with `uid` (the parent's selection aside).
+    pub fn serving(&self, uid: &str) -> &R {
+        match &self.candidate {
+            Some((candidate, share)) if share.holds(uid) => candidate,
+            _ => &self.stable,
+        }
     }
 }
 
@@ -147,6 +170,13 @@ mod tests {
 
     fn parent(uid: &str, labels: serde_json::Value) -> serde_json::Value {
         json!({"metadata": {"uid": uid, "labels": labels}})
+    }
+
+    fn serve(revision: &'static str) -> Decision<&'static str> {
+        Decision::Serve {
+            revision,
+            shadow: None,
+        }
     }
 
     fn key(namespace: &str) -> ObjectKey {
@@ -161,7 +191,7 @@ mod tests {
         };
         let route = Route::to("stable", Assignment::All, selection);
         let web = parent("u", json!({"tier": "web"}));
-        assert_eq!(route.decide(&key("a"), &web), Decision::Serve("stable"));
+        assert_eq!(route.decide(&key("a"), &web), serve("stable"));
         assert_eq!(
             route.decide(&key("b"), &web),
             Decision::Release("stable"),
@@ -174,7 +204,7 @@ mod tests {
         );
         assert_eq!(
             route.decide(&key(""), &web),
-            Decision::Serve("stable"),
+            serve("stable"),
             "a cluster-scoped parent is in no namespace"
         );
         let standby = Route {
@@ -197,9 +227,7 @@ mod tests {
             route.candidate = Some(("candidate", Share::percent(percent)));
             let now: Vec<bool> = uids
                 .iter()
-                .map(|uid| {
-                    route.decide(&key("a"), &parent(uid, json!({}))) == Decision::Serve("candidate")
-                })
+                .map(|uid| route.decide(&key("a"), &parent(uid, json!({}))) == serve("candidate"))
                 .collect();
             let served = now.iter().filter(|c| **c).count();
             let expected = uids.len() * percent as usize / 100;
@@ -215,6 +243,28 @@ mod tests {
             before = now;
         }
         assert!(before.iter().all(|c| *c), "100 % is every parent");
+    }
+
+    #[test]
+    fn a_shadow_should_be_called_beside_stable_only() {
+        let mut route = Route::to("stable", Assignment::All, Selection::default());
+        route.shadow = Some("shadow");
+        route.candidate = Some(("candidate", Share::percent(50)));
+        let (mut beside, mut alone) = (0, 0);
+        for n in 0..100 {
+            match route.decide(&key("a"), &parent(&format!("u{n}"), json!({}))) {
+                Decision::Serve {
+                    revision: "stable",
+                    shadow: Some("shadow"),
+                } => beside += 1,
+                Decision::Serve {
+                    revision: "candidate",
+                    shadow: None,
+                } => alone += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(beside > 0 && alone > 0 && beside + alone == 100);
     }
 
     #[test]

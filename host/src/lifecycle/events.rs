@@ -71,7 +71,8 @@ fn condition<'a>(status: &'a ReconcilePluginStatus, type_: &str) -> Option<&'a C
     status.conditions.iter().find(|c| c.type_ == type_)
 }
 
-fn event(type_: EventType, reason: &str, mut note: String) -> Event {
+/// An event with `note` cut to what the API server takes.
+pub(super) fn event(type_: EventType, reason: &str, mut note: String) -> Event {
     if note.len() > MAX_NOTE {
         let mut end = MAX_NOTE - 3;
         while !note.is_char_boundary(end) {

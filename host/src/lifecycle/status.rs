@@ -241,6 +241,10 @@ pub fn compose(
             finalizer: p.info().finalizer,
         }),
         conditions,
+        // The lifecycle adds the rollout's part (`Lifecycle::with_rollout`).
+        rollout: None,
+        revisions: Vec::new(),
+        history: Vec::new(),
     }
 }
 

@@ -28,6 +28,7 @@ impl Reconciler {
     ) -> Next {
         let label = error.kind.label();
         self.metrics.error(label);
+        self.health.failed(&error.kind);
         if matches!(error.kind, CallErrorKind::Plugin(_)) {
             // The plugin's own error often names a missing or wrong input; what it read wakes
             // the parent when that input changes. Other failures say nothing about what was
@@ -99,6 +100,7 @@ impl Reconciler {
     /// Shows a failure on the parent: `Synced=False` with the message (where the kind has
     /// conditions), and a Warning event.
     pub(super) async fn report(&self, parent: &Value, reason: &str, message: &str) {
+        self.health.synced_false();
         let fields = self.wiring.schema().fields();
         if let Some(status) =
             planner::failure_status(parent, reason, message, &fields, &model::now())

@@ -1,0 +1,549 @@
+//! A progressive rollout as the lifecycle drives it: the candidate prepared beside the stable
+//! revision, staged step by step on the plugin's controller, judged on every look
+//! ([`rollout::judge`]), promoted, or rolled back at once; and what of it the status shows.
+//!
+//! Where it stands lives in `status.rollout`, so a host that restarts mid-rollout restores the
+//! stable revision from `status.history`, then takes the candidate up at the step it was at
+//! (its window starts again). A candidate rolled back, or aborted by a person, stays so until
+//! `spec.source` names another digest.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde_json::Value;
+use tracing::{info, warn};
+
+use super::events::event;
+use super::rollout::{self, DEFAULT_HISTORY, Plan, Verdict};
+use super::{Failure, Installed, Lifecycle};
+use crate::api::{
+    self, HistoryEntry, ReconcilePlugin, ReconcilePluginStatus, RevisionStatus, RolloutStatus,
+    ShadowStatus,
+};
+use crate::controller::health::Snapshot;
+use crate::controller::{Revision, Stage, short};
+use crate::identity::Identity;
+use kube::runtime::events::EventType;
+
+/// How often a rollout in progress is looked at.
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// The annotation a person sets to the candidate's digest to promote it now.
+pub const PROMOTE: &str = "reconhost.dev/rollout-promote";
+/// The annotation a person sets to the candidate's digest to roll it back now.
+pub const ABORT: &str = "reconhost.dev/rollout-abort";
+
+/// The phases of `status.rollout.phase`.
+pub mod phase {
+    /// Going through the steps.
+    pub const PROGRESSING: &str = "Progressing";
+    /// Passed the last step, or promoted by a person: serves every parent.
+    pub const PROMOTED: &str = "Promoted";
+    /// Did worse than a threshold allows: every parent back on stable.
+    pub const ROLLED_BACK: &str = "RolledBack";
+    /// Rolled back by a person.
+    pub const ABORTED: &str = "Aborted";
+}
+
+/// One ReconcilePlugin's rollout, as this host runs it.
+pub(super) struct Progress {
+    /// What the candidate was made of (the spec's fingerprint then).
+    fingerprint: u64,
+    status: RolloutStatus,
+    /// The candidate, while it is one.
+    candidate: Option<Arc<Revision>>,
+    step_started: Instant,
+    /// The stable and the candidate revisions' counters when the step started.
+    baseline: (Snapshot, Snapshot),
+    /// How many parents the step has (shadowed, or served by the candidate), as it started.
+    parents: u64,
+}
+
+impl Lifecycle {
+    /// Takes the rollout of `rp`'s digest one look further: starts it, judges its step,
+    /// promotes or rolls back.
+    pub(super) async fn roll(
+        &self,
+        name: &str,
+        rp: &ReconcilePlugin,
+        object: &Value,
+        identity: &Identity,
+        fingerprint: u64,
+        plan: &Plan,
+    ) -> Result<(), Failure> {
+        let digest = rp.spec.source.digest.clone();
+        let known = self
+            .rollouts
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .get(name)
+            .map(|p| (p.fingerprint, p.status.phase.clone(), p.candidate.is_some()));
+        match known {
+            Some((f, phase, _)) if f == fingerprint && phase != phase::PROGRESSING => Ok(()),
+            Some((f, _, true)) if f == fingerprint => {
+                self.drive(name, object, plan).await;
+                Ok(())
+            }
+            other => {
+                if other.is_some() {
+                    // Another digest (or config) came mid-rollout: the old candidate goes.
+                    self.end_rollout(name, "a new spec.source replaced it")
+                        .await;
+                }
+                let earlier = rp
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.rollout.clone())
+                    .filter(|r| r.candidate == digest);
+                if let Some(ended) = earlier
+                    .as_ref()
+                    .filter(|r| r.phase == phase::ROLLED_BACK || r.phase == phase::ABORTED)
+                {
+                    self.remember(name, fingerprint, ended.clone(), None);
+                    return Ok(());
+                }
+                let step = earlier
+                    .filter(|r| r.phase == phase::PROGRESSING)
+                    .map_or(0, |r| r.step as usize)
+                    .min(plan.steps.len() - 1);
+                self.start_rollout(name, rp, identity, fingerprint, plan, step)
+                    .await
+            }
+        }
+    }
+
+    async fn start_rollout(
+        &self,
+        name: &str,
+        rp: &ReconcilePlugin,
+        identity: &Identity,
+        fingerprint: u64,
+        plan: &Plan,
+        step: usize,
+    ) -> Result<(), Failure> {
+        let parent = crate::model::KindRef::from(&rp.spec.parent);
+        let (Some(controller), Some(stable)) = (
+            self.supervisor.controller(name),
+            self.supervisor.controller(name).and_then(|c| c.current()),
+        ) else {
+            return Ok(());
+        };
+        let (spec, _) = self
+            .load_spec(
+                name,
+                rp,
+                identity,
+                Some(stable.plugin().clone()),
+                &rp.spec.source,
+            )
+            .await?;
+        let candidate = match self.supervisor.prepare(name, spec).await {
+            Some(prepared) => Arc::new(prepared.map_err(|e| Failure::supervisor(&e, &parent))?),
+            None => return Ok(()),
+        };
+        let stage = plan.steps[step];
+        controller.stage(candidate.clone(), stage.stage).await;
+        info!(plugin = name, candidate = %short(candidate.plugin().digest()),
+              stable = %short(stable.plugin().digest()), step, stage = %stage.describe(),
+              "rollout started");
+        let status = RolloutStatus {
+            phase: phase::PROGRESSING.into(),
+            candidate: rp.spec.source.digest.clone(),
+            stable: format!("sha256:{}", stable.plugin().digest()),
+            step: step as u32,
+            stage: stage.describe(),
+            step_started_at: Some(now()),
+            message: format!(
+                "step {} of {}: {}",
+                step + 1,
+                plan.steps.len(),
+                stage.describe()
+            ),
+            shadow: None,
+        };
+        self.remember(name, fingerprint, status, Some(candidate));
+        Ok(())
+    }
+
+    fn remember(
+        &self,
+        name: &str,
+        fingerprint: u64,
+        status: RolloutStatus,
+        candidate: Option<Arc<Revision>>,
+    ) {
+        let stable = self
+            .supervisor
+            .controller(name)
+            .and_then(|c| c.current())
+            .map(|s| s.health().snapshot())
+            .unwrap_or_default();
+        let baseline = (
+            stable,
+            candidate
+                .as_ref()
+                .map(|c| c.health().snapshot())
+                .unwrap_or_default(),
+        );
+        let parents = match (&candidate, self.supervisor.controller(name)) {
+            (Some(_), Some(controller)) => controller.parents_at_stage(),
+            _ => 0,
+        };
+        self.rollouts
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .insert(
+                name.to_owned(),
+                Progress {
+                    fingerprint,
+                    status,
+                    candidate,
+                    step_started: Instant::now(),
+                    baseline,
+                    parents,
+                },
+            );
+    }
+
+    /// Judges the candidate's step and acts on the verdict, or on a person's annotation.
+    async fn drive(&self, name: &str, object: &Value, plan: &Plan) {
+        let Some(controller) = self.supervisor.controller(name) else {
+            return;
+        };
+        let Some(stable) = controller.current() else {
+            return;
+        };
+        let (candidate, step, elapsed, baseline, digest, parents) = {
+            let rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
+            let Some(p) = rollouts.get(name) else { return };
+            let Some(candidate) = p.candidate.clone() else {
+                return;
+            };
+            (
+                candidate,
+                p.status.step as usize,
+                p.step_started.elapsed(),
+                p.baseline,
+                p.status.candidate.clone(),
+                p.parents,
+            )
+        };
+        let asked = |key: &str| object["metadata"]["annotations"][key].as_str() == Some(&digest);
+        let verdict = if asked(ABORT) {
+            Verdict::Fail("aborted by a person (annotation reconhost.dev/rollout-abort)".into())
+        } else if asked(PROMOTE) {
+            Verdict::Pass
+        } else {
+            rollout::judge(
+                &plan.steps[step],
+                elapsed,
+                parents,
+                &(candidate.health().snapshot() - baseline.1),
+                &(stable.health().snapshot() - baseline.0),
+                &plan.thresholds,
+            )
+        };
+        let leading = *self.leading.borrow();
+        match verdict {
+            Verdict::Wait => {}
+            Verdict::Pass if asked(PROMOTE) || step + 1 == plan.steps.len() => {
+                controller.promote().await;
+                let installed = Installed {
+                    fingerprint: self.fingerprint_of(name),
+                    plugin: candidate.plugin().clone(),
+                    obtained: super::Obtained::Cached,
+                    source: self.source_of(object),
+                };
+                self.installed
+                    .lock()
+                    .expect("lifecycle lock poisoned")
+                    .insert(name.to_owned(), installed);
+                let message = if asked(PROMOTE) {
+                    "promoted by a person (annotation reconhost.dev/rollout-promote)".to_owned()
+                } else {
+                    format!("passed all {} steps; serves every parent", plan.steps.len())
+                };
+                info!(plugin = name, candidate = %short(candidate.plugin().digest()), "rollout promoted");
+                self.conclude(name, phase::PROMOTED, "done", &message);
+                if leading {
+                    let event = event(EventType::Normal, "RolloutPromoted", message);
+                    self.writer.event(object, &event).await;
+                }
+                self.metrics.rollout(name, "promoted");
+            }
+            Verdict::Pass => {
+                let next = plan.steps[step + 1];
+                controller.stage(candidate.clone(), next.stage).await;
+                let message = format!(
+                    "step {} of {}: {} (passed {})",
+                    step + 2,
+                    plan.steps.len(),
+                    next.describe(),
+                    plan.steps[step].describe()
+                );
+                info!(plugin = name, step = step + 1, stage = %next.describe(), "rollout step");
+                let stable_now = stable.health().snapshot();
+                let parents = controller.parents_at_stage();
+                if let Some(p) = self
+                    .rollouts
+                    .lock()
+                    .expect("lifecycle lock poisoned")
+                    .get_mut(name)
+                {
+                    p.status.step = (step + 1) as u32;
+                    p.status.stage = next.describe();
+                    p.status.step_started_at = Some(now());
+                    p.status.message = message.clone();
+                    p.step_started = Instant::now();
+                    p.baseline = (stable_now, candidate.health().snapshot());
+                    p.parents = parents;
+                }
+                if leading {
+                    let event = event(EventType::Normal, "RolloutStep", message);
+                    self.writer.event(object, &event).await;
+                }
+                self.metrics.rollout(name, "step");
+            }
+            Verdict::Fail(why) => {
+                controller.abort().await;
+                let person = asked(ABORT);
+                let phase = if person {
+                    phase::ABORTED
+                } else {
+                    phase::ROLLED_BACK
+                };
+                let message = format!(
+                    "rolled back at {}: {why}; every parent is back on {}",
+                    plan.steps[step].describe(),
+                    short(stable.plugin().digest())
+                );
+                warn!(plugin = name, candidate = %short(candidate.plugin().digest()), "{message}");
+                self.conclude(name, phase, "rolled back", &message);
+                if leading {
+                    let event = event(EventType::Warning, "RolloutRolledBack", message);
+                    self.writer.event(object, &event).await;
+                }
+                self.metrics
+                    .rollout(name, if person { "aborted" } else { "rolled_back" });
+            }
+        }
+    }
+
+    /// Ends the rollout with `phase`, keeping what its shadow found for the status.
+    fn conclude(&self, name: &str, phase: &str, stage: &str, message: &str) {
+        let mut rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
+        if let Some(p) = rollouts.get_mut(name) {
+            if let Some(candidate) = p.candidate.take() {
+                p.status.shadow = shadow_status(&candidate, &p.status);
+            }
+            p.status.phase = phase.to_owned();
+            p.status.stage = stage.to_owned();
+            p.status.message = message.to_owned();
+        }
+    }
+
+    /// Drops a rollout in progress: its candidate's parents go back to stable.
+    pub(super) async fn end_rollout(&self, name: &str, why: &str) {
+        let candidate = {
+            let mut rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
+            match rollouts.get(name) {
+                Some(p) if p.candidate.is_some() => rollouts.remove(name).and_then(|p| p.candidate),
+                _ => None,
+            }
+        };
+        if candidate.is_some()
+            && let Some(controller) = self.supervisor.controller(name)
+        {
+            controller.abort().await;
+            info!(plugin = name, "rollout abandoned: {why}");
+        }
+    }
+
+    /// Whether a rollout of `name` is in progress (looked at every [`TICK`]).
+    pub(super) fn rolling(&self, name: &str) -> bool {
+        self.rollouts
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .get(name)
+            .is_some_and(|p| p.candidate.is_some())
+    }
+
+    /// Forgets `name`'s rollout (the plugin is gone).
+    pub(super) fn forget_rollout(&self, name: &str) {
+        self.rollouts
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .remove(name);
+    }
+
+    /// `wanted` with the rollout's part: `status.rollout`, the revisions serving, the history
+    /// and the `Progressing` condition.
+    pub(super) fn with_rollout(
+        &self,
+        name: &str,
+        rp: &ReconcilePlugin,
+        mut wanted: ReconcilePluginStatus,
+    ) -> ReconcilePluginStatus {
+        let previous = rp.status.as_ref();
+        let rollout = {
+            let rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
+            rollouts.get(name).map(|p| {
+                let mut status = p.status.clone();
+                if let Some(candidate) = &p.candidate {
+                    status.shadow = shadow_status(candidate, &status);
+                }
+                status
+            })
+        };
+        wanted.rollout = rollout.or_else(|| previous.and_then(|s| s.rollout.clone()));
+        if let Some(controller) = self.supervisor.controller(name) {
+            let stable = controller.current();
+            let candidate = controller.candidate();
+            let share = match &candidate {
+                Some((_, Stage::Share(share))) => share.as_percent(),
+                _ => 0.0,
+            };
+            let revision = |r: &Revision, role: &str, percent: f64| {
+                let h = r.health().snapshot();
+                RevisionStatus {
+                    digest: format!("sha256:{}", r.plugin().digest()),
+                    role: role.to_owned(),
+                    percent,
+                    calls: h.calls,
+                    failed_calls: h.failed_calls,
+                    errors: h.errors,
+                }
+            };
+            wanted.revisions = stable
+                .iter()
+                .map(|s| revision(s, "stable", 100.0 - share))
+                .chain(
+                    candidate
+                        .iter()
+                        .map(|(c, _)| revision(c, "candidate", share)),
+                )
+                .collect();
+        }
+        wanted.history = history(
+            rp,
+            wanted.active_digest.as_deref(),
+            self.source_of_active(name),
+        );
+        if let Some(rollout) = &wanted.rollout {
+            let (status, reason) = match rollout.phase.as_str() {
+                phase::PROGRESSING => ("True", "RolloutInProgress"),
+                phase::PROMOTED => ("True", "RolloutPromoted"),
+                phase::ABORTED => ("False", "RolloutAborted"),
+                _ => ("False", "RolloutRolledBack"),
+            };
+            let since = previous
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Progressing"))
+                .filter(|c| c.status == status && c.reason == reason)
+                .map_or_else(now, |c| c.last_transition_time.clone());
+            wanted.conditions.push(Condition {
+                type_: "Progressing".into(),
+                status: status.into(),
+                reason: reason.into(),
+                message: rollout.message.clone(),
+                last_transition_time: since,
+                observed_generation: wanted.observed_generation,
+            });
+        }
+        wanted
+    }
+
+    fn fingerprint_of(&self, name: &str) -> u64 {
+        self.rollouts
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .get(name)
+            .map_or(0, |p| p.fingerprint)
+    }
+
+    fn source_of(&self, object: &Value) -> api::Source {
+        serde_json::from_value(object["spec"]["source"].clone())
+            .expect("a ReconcilePlugin the host read has a source")
+    }
+
+    fn source_of_active(&self, name: &str) -> Option<api::Source> {
+        self.installed
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .get(name)
+            .map(|i| i.source.clone())
+    }
+}
+
+/// The source of the revision a restarted host must serve while it takes up a rollout: the
+/// stable digest of `status.rollout`, from `status.history`, when the spec's digest is that
+/// rollout's candidate.
+pub(super) fn stable_to_restore(rp: &ReconcilePlugin) -> Option<api::Source> {
+    let status = rp.status.as_ref()?;
+    let rollout = status.rollout.as_ref()?;
+    if rollout.candidate != rp.spec.source.digest || rollout.phase == phase::PROMOTED {
+        return None;
+    }
+    status
+        .history
+        .iter()
+        .find(|h| h.source.digest == rollout.stable)
+        .map(|h| h.source.clone())
+}
+
+/// `status.history` with the active revision first: the previous history, and `active` (from
+/// `source`) put in front when it is new there, up to the spec's limit.
+fn history(
+    rp: &ReconcilePlugin,
+    active: Option<&str>,
+    source: Option<api::Source>,
+) -> Vec<HistoryEntry> {
+    let mut history: Vec<HistoryEntry> = rp
+        .status
+        .as_ref()
+        .map(|s| s.history.clone())
+        .unwrap_or_default();
+    if let (Some(active), Some(source)) = (active, source)
+        && history.first().is_none_or(|h| h.source.digest != active)
+        && source.digest == active
+    {
+        history.retain(|h| h.source.digest != active);
+        history.insert(
+            0,
+            HistoryEntry {
+                source,
+                since: Some(now()),
+            },
+        );
+    }
+    let limit = rp
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.revision_history_limit)
+        .map_or(DEFAULT_HISTORY, usize::from);
+    history.truncate(limit);
+    history
+}
+
+fn shadow_status(candidate: &Revision, status: &RolloutStatus) -> Option<ShadowStatus> {
+    let h = candidate.health().snapshot();
+    if h.shadowed == 0 {
+        return status.shadow.clone();
+    }
+    let (parents, diffs) = candidate.health().divergence();
+    Some(ShadowStatus {
+        compared: h.shadowed,
+        diverged: h.diverged,
+        parents_diverged: parents as u64,
+        differences: diffs
+            .iter()
+            .flat_map(|d| d.shown.iter().map(move |s| format!("{}: {s}", d.parent)))
+            .collect(),
+    })
+}
+
+fn now() -> Time {
+    let now = jiff::Timestamp::now();
+    Time(now.round(jiff::Unit::Second).unwrap_or(now))
+}
