@@ -56,8 +56,11 @@ pub(super) struct Progress {
     step_started: Instant,
     /// The stable and the candidate revisions' counters when the step started.
     baseline: (Snapshot, Snapshot),
-    /// How many parents the step has (shadowed, or served by the candidate), as it started.
+    /// How many parents the step has to see: every parent shadowed, or every parent the
+    /// candidate took at this step (counted as it started).
     parents: u64,
+    /// How many parents the candidate serves (0 in shadow).
+    serves: u64,
 }
 
 impl Lifecycle {
@@ -80,7 +83,22 @@ impl Lifecycle {
             .get(name)
             .map(|p| (p.fingerprint, p.status.phase.clone(), p.candidate.is_some()));
         match known {
-            Some((f, phase, _)) if f == fingerprint && phase != phase::PROGRESSING => Ok(()),
+            Some((f, phase, _)) if f == fingerprint && phase != phase::PROGRESSING => {
+                if phase != phase::PROMOTED && promote_asked(object, &digest) {
+                    // A person takes the candidate as it is, after it was rolled back.
+                    let current = self
+                        .supervisor
+                        .controller(name)
+                        .and_then(|c| c.current())
+                        .map(|s| s.plugin().clone());
+                    self.install(name, rp, identity, fingerprint, current, &rp.spec.source)
+                        .await?;
+                    let message = "promoted by a person (annotation reconhost.dev/rollout-promote) after it was rolled back";
+                    self.conclude(name, phase::PROMOTED, "done", message);
+                    self.counted(name, "promoted");
+                }
+                Ok(())
+            }
             Some((f, _, true)) if f == fingerprint => {
                 self.drive(name, object, plan).await;
                 Ok(())
@@ -186,8 +204,13 @@ impl Lifecycle {
                 .map(|c| c.health().snapshot())
                 .unwrap_or_default(),
         );
+        // A rollout started (or taken up) at a step moves every parent of the step at once.
         let parents = match (&candidate, self.supervisor.controller(name)) {
             (Some(_), Some(controller)) => controller.parents_at_stage(),
+            _ => 0,
+        };
+        let serves = match self.supervisor.controller(name).and_then(|c| c.candidate()) {
+            Some((_, Stage::Share(_))) => parents,
             _ => 0,
         };
         self.rollouts
@@ -202,6 +225,7 @@ impl Lifecycle {
                     step_started: Instant::now(),
                     baseline,
                     parents,
+                    serves,
                 },
             );
     }
@@ -214,7 +238,7 @@ impl Lifecycle {
         let Some(stable) = controller.current() else {
             return;
         };
-        let (candidate, step, elapsed, baseline, digest, parents) = {
+        let (candidate, step, elapsed, baseline, digest, parents, before) = {
             let rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
             let Some(p) = rollouts.get(name) else { return };
             let Some(candidate) = p.candidate.clone() else {
@@ -227,6 +251,7 @@ impl Lifecycle {
                 p.baseline,
                 p.status.candidate.clone(),
                 p.parents,
+                p.serves,
             )
         };
         let asked = |key: &str| object["metadata"]["annotations"][key].as_str() == Some(&digest);
@@ -270,7 +295,7 @@ impl Lifecycle {
                     let event = event(EventType::Normal, "RolloutPromoted", message);
                     self.writer.event(object, &event).await;
                 }
-                self.metrics.rollout(name, "promoted");
+                self.counted(name, "promoted");
             }
             Verdict::Pass => {
                 let next = plan.steps[step + 1];
@@ -284,7 +309,12 @@ impl Lifecycle {
                 );
                 info!(plugin = name, step = step + 1, stage = %next.describe(), "rollout step");
                 let stable_now = stable.health().snapshot();
-                let parents = controller.parents_at_stage();
+                // The parents a share step must see are those it took; a shadow sees all.
+                let at_stage = controller.parents_at_stage();
+                let (parents, serves) = match next.stage {
+                    Stage::Shadow => (at_stage, 0),
+                    Stage::Share(_) => (at_stage.saturating_sub(before), at_stage),
+                };
                 if let Some(p) = self
                     .rollouts
                     .lock()
@@ -298,12 +328,13 @@ impl Lifecycle {
                     p.step_started = Instant::now();
                     p.baseline = (stable_now, candidate.health().snapshot());
                     p.parents = parents;
+                    p.serves = serves;
                 }
                 if leading {
                     let event = event(EventType::Normal, "RolloutStep", message);
                     self.writer.event(object, &event).await;
                 }
-                self.metrics.rollout(name, "step");
+                self.counted(name, "step");
             }
             Verdict::Fail(why) => {
                 controller.abort().await;
@@ -324,8 +355,7 @@ impl Lifecycle {
                     let event = event(EventType::Warning, "RolloutRolledBack", message);
                     self.writer.event(object, &event).await;
                 }
-                self.metrics
-                    .rollout(name, if person { "aborted" } else { "rolled_back" });
+                self.counted(name, if person { "aborted" } else { "rolled_back" });
             }
         }
     }
@@ -453,6 +483,16 @@ impl Lifecycle {
         wanted
     }
 
+    /// Counts a rollout transition under the plugin's name (the controller's, as every metric
+    /// of the plugin), not the ReconcilePlugin's.
+    fn counted(&self, name: &str, result: &str) {
+        let plugin = self
+            .supervisor
+            .controller(name)
+            .map_or_else(|| name.to_owned(), |c| c.name().to_owned());
+        self.metrics.rollout(&plugin, result);
+    }
+
     fn fingerprint_of(&self, name: &str) -> u64 {
         self.rollouts
             .lock()
@@ -473,6 +513,11 @@ impl Lifecycle {
             .get(name)
             .map(|i| i.source.clone())
     }
+}
+
+/// Whether a person asked (annotation [`PROMOTE`]) to promote the candidate `digest`.
+fn promote_asked(object: &Value, digest: &str) -> bool {
+    object["metadata"]["annotations"][PROMOTE].as_str() == Some(digest)
 }
 
 /// The source of the revision a restarted host must serve while it takes up a rollout: the

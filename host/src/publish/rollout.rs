@@ -87,10 +87,21 @@ async fn annotate(
     let Some(rollout) = rp.status.as_ref().and_then(|s| s.rollout.as_ref()) else {
         bail!("ReconcilePlugin {} has no rollout", args.name);
     };
-    if rollout.phase != "Progressing" || rollout.candidate != rp.spec.source.digest {
+    // A rolled-back or aborted candidate may still be promoted, as it is: a person accepts
+    // what shadow found different. Only a candidate in progress can be aborted.
+    let open = match annotation {
+        PROMOTE => rollout.phase != "Promoted",
+        _ => rollout.phase == "Progressing",
+    };
+    if !open || rollout.candidate != rp.spec.source.digest {
         bail!(
-            "ReconcilePlugin {} has no rollout in progress (the last one is {}: {})",
+            "ReconcilePlugin {} has no rollout to {} (the last one is {}: {})",
             args.name,
+            if annotation == PROMOTE {
+                "promote"
+            } else {
+                "abort"
+            },
             rollout.phase,
             rollout.message
         );

@@ -29,6 +29,7 @@ mod leader;
 mod lifecycle;
 mod lifecycle_sources;
 mod render;
+mod rollout;
 mod runtime;
 mod selection;
 mod signed;

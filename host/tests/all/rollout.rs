@@ -74,7 +74,12 @@ impl World {
             let written = children
                 .items
                 .iter()
-                .filter(|c| c.metadata.name.as_deref().is_some_and(|n| n.ends_with("-canary")))
+                .filter(|c| {
+                    c.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.ends_with("-canary"))
+                })
                 .count();
             (written == count).then_some(())
         })
@@ -101,10 +106,10 @@ fn short(component: &str) -> String {
         .collect()
 }
 
-/// Per parent, the digests of the calls that served it (shadow calls left out), in order, from
-/// the host's log: the plugin logs `served` inside every call, the host adds the parent and the
-/// revision's digest.
-fn served(host: &Host) -> BTreeMap<String, Vec<String>> {
+/// The calls that served a parent (shadow calls left out) as (time, parent, digest), in order,
+/// from the host's log: the plugin logs `served` inside every call, the host adds the parent and
+/// the revision's digest.
+fn calls(host: &Host) -> Vec<(String, String, String)> {
     let mut calls: Vec<(String, String, String)> = host
         .logs()
         .into_iter()
@@ -119,8 +124,13 @@ fn served(host: &Host) -> BTreeMap<String, Vec<String>> {
         })
         .collect();
     calls.sort();
+    calls
+}
+
+/// Per parent, the digests of the calls that served it, in order.
+fn served(host: &Host) -> BTreeMap<String, Vec<String>> {
     let mut by_parent: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (_, parent, digest) in calls {
+    for (_, parent, digest) in calls(host) {
         by_parent.entry(parent).or_default().push(digest);
     }
     by_parent
@@ -134,6 +144,22 @@ fn moved_once(served: &BTreeMap<String, Vec<String>>, from: &str, to: &str) {
             assert!(
                 digests[first..].iter().all(|d| d != from),
                 "{parent} went back from {to} to {from}: {digests:?}"
+            );
+        }
+    }
+}
+
+/// Asserts that no parent the candidate served and then gave back to stable was served by the
+/// candidate again: a rollback is for good.
+fn moved_back(served: &BTreeMap<String, Vec<String>>, candidate: &str, stable: &str) {
+    for (parent, digests) in served {
+        let Some(first) = digests.iter().position(|d| d == candidate) else {
+            continue;
+        };
+        if let Some(back) = digests[first..].iter().position(|d| d == stable) {
+            assert!(
+                digests[first + back..].iter().all(|d| d != candidate),
+                "{parent} served by the candidate after it was rolled back: {digests:?}"
             );
         }
     }
@@ -178,9 +204,7 @@ async fn a_good_candidate_should_go_from_shadow_to_every_parent_without_help() {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     });
-    let rp = world
-        .rollout_phase("Promoted", CONVERGE * 3)
-        .await;
+    let rp = world.rollout_phase("Promoted", CONVERGE * 3).await;
     writer.await.expect("the spec writer");
     let (good, v1) = (short("rollout-good"), short("rollout-v1"));
     let status = &rp["status"];
@@ -199,23 +223,30 @@ async fn a_good_candidate_should_go_from_shadow_to_every_parent_without_help() {
     // Every parent is reconciled once by the new code when it moves, and none goes back.
     eventually(CONVERGE, "every parent served by the candidate", || async {
         let served = served(&host);
-        let on_good = served
-            .values()
-            .filter(|d| d.last() == Some(&good))
-            .count();
+        let on_good = served.values().filter(|d| d.last() == Some(&good)).count();
         (on_good == 1000).then_some(())
     })
     .await;
     let served = served(&host);
     moved_once(&served, &v1, &good);
-    let moved_early = served
-        .values()
-        .filter(|d| {
-            let first = d.iter().position(|x| *x == good);
-            first.is_some_and(|f| d[f..].len() > 1)
-        })
-        .count();
-    assert!(moved_early > 0, "some parents served by the candidate before it was promoted");
+    // Before its last step (to 100 %), the candidate served about half the parents: those of
+    // its 50 % share.
+    let last_step = host
+        .logs()
+        .into_iter()
+        .find(|l| l["message"] == "rollout step" && l["stage"] == "100%")
+        .and_then(|l| l["timestamp"].as_str().map(str::to_owned))
+        .expect("the host logs each step");
+    let early: std::collections::HashSet<String> = calls(&host)
+        .into_iter()
+        .filter(|(at, _, digest)| *at < last_step && *digest == good)
+        .map(|(_, parent, _)| parent)
+        .collect();
+    assert!(
+        (400..=600).contains(&early.len()),
+        "about half the parents were on the candidate before its last step: {}",
+        early.len()
+    );
 
     // The audit log tells the revisions apart, and no object is written by the stable revision
     // after the candidate wrote it.
@@ -226,7 +257,9 @@ async fn a_good_candidate_should_go_from_shadow_to_every_parent_without_help() {
         .expect("the audit log");
     let mut last_writer: HashMap<String, &str> = HashMap::new();
     for event in &events {
-        let Some(object) = &event.object_ref else { continue };
+        let Some(object) = &event.object_ref else {
+            continue;
+        };
         let key = format!("{}/{}", object.resource, object.name);
         let revision = if event.user_agent.contains(&format!("plugin/canary@{good}")) {
             "good"
@@ -250,6 +283,15 @@ async fn a_good_candidate_should_go_from_shadow_to_every_parent_without_help() {
             &[("plugin", "canary"), ("result", "promoted")]
         ),
         Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "reconhost_rollout_transitions_total",
+            &[("plugin", "canary"), ("result", "step")]
+        ),
+        Some(3.0),
+        "shadow → 10 % → 50 % → 100 %"
     );
     world.uninstall(CANARY_RP).await;
 }
@@ -307,10 +349,14 @@ async fn a_candidate_that_plans_otherwise_should_stop_in_shadow_without_a_write(
         )
         .await
         .expect("a spec change");
-    eventually(CONVERGE, "the change served by the stable revision", || async {
-        let child = get(&world.config_maps(), "c0007-canary").await?;
-        (child["data"]["value"] == "70").then_some(())
-    })
+    eventually(
+        CONVERGE,
+        "the change served by the stable revision",
+        || async {
+            let child = get(&world.config_maps(), "c0007-canary").await?;
+            (child["data"]["value"] == "70").then_some(())
+        },
+    )
     .await;
     let rp = get(&reconcile_plugins(&world.client), CANARY_RP)
         .await
@@ -352,7 +398,7 @@ async fn a_failing_candidate_should_reach_at_most_its_first_share_and_be_rolled_
         (1..=150).contains(&on_candidate),
         "the candidate served at most about its 10 % of 1000 parents: {on_candidate}"
     );
-    moved_once(&served, &fails, &short("rollout-v1"));
+    moved_back(&served, &fails, &short("rollout-v1"));
     // Every parent the candidate failed on is served by the stable revision again.
     eventually(CONVERGE, "every canary Synced=True again", || async {
         let list = world.canaries().list(&Default::default()).await.ok()?;
@@ -436,13 +482,61 @@ async fn a_rollout_should_survive_a_restart_be_promoted_by_a_person_and_end_with
 
     // A new candidate, then an uninstall in the middle of its rollout.
     world
-        .apply_plugin(&world.canary_plugin(
-            "rollout-good",
-            json!([{"percent": 50, "analysis": "10m"}]),
-        ))
+        .apply_plugin(
+            &world.canary_plugin("rollout-good", json!([{"percent": 50, "analysis": "10m"}])),
+        )
         .await;
     world.rollout_phase("Progressing", CONVERGE).await;
     world.uninstall(CANARY_RP).await;
     let metrics = host.metrics().await.expect("metrics");
-    assert_eq!(sample(&metrics, "reconhost_plugins", &[("state", "ready")]), Some(0.0));
+    assert_eq!(
+        sample(&metrics, "reconhost_plugins", &[("state", "ready")]),
+        Some(0.0)
+    );
+}
+
+#[tokio::test]
+async fn nonsense_rollout_steps_should_be_refused_by_the_api_server_with_the_reason() {
+    let world = World::new("rollout-crd").await;
+    let _suite = exclusive(&world.client).await;
+    let plugins = reconcile_plugins(&world.client);
+    let cases = [
+        (
+            json!([{"percent": 50}, {"percent": 10}]),
+            "each percent is at least the one before",
+        ),
+        (
+            json!([{"percent": 10}, {"shadow": true}]),
+            "shadow steps come first",
+        ),
+        (
+            json!([{"shadow": true, "percent": 10}]),
+            "a step is either shadow: true or a percent",
+        ),
+        (json!([{}]), "a step is either shadow: true or a percent"),
+        (json!([{"percent": 0}]), "spec.rollout.steps[0].percent"),
+        (json!([{"percent": 150}]), "spec.rollout.steps[0].percent"),
+        (
+            json!([{"percent": 10, "analysis": "48h"}]),
+            "analysis must be between 0s and 24h",
+        ),
+        (json!([]), "a Progressive rollout needs at least one step"),
+    ];
+    for (steps, reason) in cases {
+        let rp = world.canary_plugin("rollout-v1", steps.clone());
+        let message = plugins
+            .patch(
+                CANARY_RP,
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(&rp),
+            )
+            .await
+            .expect_err("refused")
+            .to_string();
+        assert!(message.contains(reason), "{steps}: {message}");
+    }
+    assert!(
+        get(&plugins, CANARY_RP).await.is_none(),
+        "nothing was stored"
+    );
 }
