@@ -27,6 +27,7 @@ pub mod applier;
 pub mod book;
 pub mod context;
 pub mod deps;
+mod dispatch;
 pub mod fight;
 pub mod guest_memory;
 pub mod health;
@@ -37,6 +38,7 @@ pub mod reconciler;
 pub mod referee;
 pub mod revision;
 pub mod route;
+mod routing;
 pub mod schema;
 pub mod shadow;
 pub mod wiring;
@@ -46,20 +48,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
-use tracing::{Instrument as _, debug, info, warn};
+use tracing::{info, warn};
 
 pub use self::context::Context;
+use self::dispatch::Work;
 use self::queue::{Backoff, Priority, WorkQueue};
 pub use self::revision::{Revision, Spec};
-use self::route::{Assignment, Decision, Route, Selection, Share};
+use self::route::{Assignment, Route};
+pub use self::routing::Stage;
 pub use self::wiring::{PrepareError, Wiring, same_kind};
-use self::workers::{Next, StopHandle, stop_signal};
-use crate::cache::{Cached, GroupKind, ObjectKey};
+use self::workers::{StopHandle, stop_signal};
+use crate::cache::{GroupKind, ObjectKey};
 use crate::keys::RevisionId;
-use crate::model::Parent;
 
 /// Which revision serves which parents, as the workers read it at each dequeue.
 type Routes = Arc<RwLock<Option<Arc<Route<Arc<Revision>>>>>>;
@@ -169,172 +171,6 @@ impl Controller {
             ),
         };
         Revision::prepare(id, spec, wiring, &self.ctx).await
-    }
-
-    /// Routes every parent to `next`. Its caches must have synced (the caller waits, so the
-    /// old revision serves meanwhile). A key in flight on the old revision finishes there (the
-    /// queue never leases a key twice) and nothing queued is lost; the old revision is waited
-    /// for (bounded by the grace period, after which its reconciles give up and are retried on
-    /// `next`). Then every parent is queued at low priority, so each is reconciled once by the
-    /// new code even if nothing changes. A rollout in progress ends with it. Returns the
-    /// revision that was replaced.
-    pub async fn swap(&self, next: Revision) -> Option<Arc<Revision>> {
-        let next = Arc::new(next);
-        let selection = selection_of(&next);
-        let assignment = self.assignment();
-        let old = self
-            .reroute(|_| Some(Route::to(next.clone(), assignment, selection)))
-            .await;
-        old.map(|r| r.stable.clone())
-    }
-
-    /// Makes `candidate` the rollout's candidate at `stage`: called beside the stable revision
-    /// on every parent it serves (shadow), or serving a share of the parents. A candidate
-    /// already there is replaced (its parents go back to stable first). The parents that change
-    /// revisions are queued, so each is reconciled once by its new revision. Without a stable
-    /// revision the candidate simply serves everything.
-    pub async fn stage(&self, candidate: Arc<Revision>, stage: Stage) {
-        let assignment = self.assignment();
-        self.reroute(|now| {
-            let Some(now) = now else {
-                return Some(Route::to(
-                    candidate.clone(),
-                    assignment,
-                    selection_of(&candidate),
-                ));
-            };
-            let mut next = now.clone();
-            next.candidate = None;
-            next.shadow = None;
-            match stage {
-                Stage::Shadow => next.shadow = Some(candidate.clone()),
-                Stage::Share(share) => next.candidate = Some((candidate.clone(), share)),
-            }
-            Some(next)
-        })
-        .await;
-    }
-
-    /// Makes the candidate the stable revision, serving every parent; the old stable one drains.
-    /// Returns the revision that was replaced, if there was a candidate to promote.
-    pub async fn promote(&self) -> Option<Arc<Revision>> {
-        let (candidate, _) = self.candidate()?;
-        self.swap_to(candidate).await
-    }
-
-    /// Ends the rollout: every parent goes back to the stable revision, the candidate drains.
-    /// Returns it, if there was one.
-    pub async fn abort(&self) -> Option<Arc<Revision>> {
-        let (candidate, _) = self.candidate()?;
-        self.reroute(|now| {
-            let mut next = now?.clone();
-            next.candidate = None;
-            next.shadow = None;
-            Some(next)
-        })
-        .await;
-        Some(candidate)
-    }
-
-    /// The rollout's candidate and its stage, if a rollout is in progress.
-    pub fn candidate(&self) -> Option<(Arc<Revision>, Stage)> {
-        let route = self.route.read().expect("route lock poisoned");
-        let route = route.as_ref()?;
-        match (&route.candidate, &route.shadow) {
-            (Some((candidate, share)), _) => Some((candidate.clone(), Stage::Share(*share))),
-            (None, Some(shadow)) => Some((shadow.clone(), Stage::Shadow)),
-            (None, None) => None,
-        }
-    }
-
-    /// How many parents the rollout's candidate has at its stage now: those it shadows, or
-    /// those it serves. Reads every cached parent; a rollout asks once per step.
-    pub fn parents_at_stage(&self) -> u64 {
-        let Some(route) = self.route.read().expect("route lock poisoned").clone() else {
-            return 0;
-        };
-        let store = route.stable.wiring().parents().store();
-        let mut count = 0;
-        for key in store.keys() {
-            let Some(cached) = store.get(&key.namespace, &key.name) else {
-                continue;
-            };
-            let parent =
-                Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
-            let counted = match route.decide(&key, &parent) {
-                Decision::Serve { revision, shadow } => {
-                    shadow.is_some()
-                        || route
-                            .candidate
-                            .as_ref()
-                            .is_some_and(|(c, _)| Arc::ptr_eq(c, &revision))
-                }
-                _ => false,
-            };
-            count += u64::from(counted);
-        }
-        count
-    }
-
-    async fn swap_to(&self, next: Arc<Revision>) -> Option<Arc<Revision>> {
-        let (selection, assignment) = (selection_of(&next), self.assignment());
-        let old = self
-            .reroute(|_| Some(Route::to(next.clone(), assignment, selection)))
-            .await;
-        old.map(|r| r.stable.clone())
-    }
-
-    /// Replaces the route with what `change` makes of it, then: the pool follows the stable
-    /// revision's concurrency (replaced only if that changed); every revision that served and
-    /// no longer does is drained (bounded by the grace period); every parent whose revision
-    /// changed is queued at low priority. Returns the route that was replaced.
-    async fn reroute(
-        &self,
-        change: impl FnOnce(Option<&Route<Arc<Revision>>>) -> Option<Route<Arc<Revision>>>,
-    ) -> Option<Arc<Route<Arc<Revision>>>> {
-        let mut pools = self.pools.lock().await;
-        let (old, new) = {
-            let mut route = self.route.write().expect("route lock poisoned");
-            let Some(new) = change(route.as_deref()).map(Arc::new) else {
-                return route.clone();
-            };
-            (route.replace(new.clone()), new)
-        };
-        if !pools.suspended && self.leads() {
-            let workers = new.stable.spec().concurrency;
-            if pools.running.as_ref().is_none_or(|p| p.workers != workers) {
-                let replaced = pools.running.replace(self.start_pool(workers));
-                if let Some(pool) = replaced {
-                    pool.stop.stop();
-                    self.drain_pool(pool).await;
-                }
-            }
-        }
-        if let Some(old) = &old {
-            for gone in old.revisions() {
-                if !new.revisions().any(|r| Arc::ptr_eq(r, gone)) {
-                    self.drain(gone).await;
-                }
-            }
-        }
-        drop(pools);
-        let store = new.stable.wiring().parents().store();
-        let mut moved = 0usize;
-        for key in store.keys() {
-            let changed = match (&old, store.get(&key.namespace, &key.name)) {
-                (Some(old), Some(parent)) => {
-                    let (was, is) = (old.serving(&parent.meta.uid), new.serving(&parent.meta.uid));
-                    !Arc::ptr_eq(was, is) || shadowed(old, was) != shadowed(&new, is)
-                }
-                _ => true,
-            };
-            if changed {
-                moved += 1;
-                self.queue.add(key, Priority::Low);
-            }
-        }
-        debug!(controller = %self.name, parents = moved, "parents queued for their new revision");
-        old
     }
 
     /// Stops taking keys (they keep queueing); in-flight reconciles finish. Idempotent.
@@ -476,108 +312,6 @@ impl Controller {
             revision.drained().await;
         }
     }
-}
-
-/// Where a rollout's candidate stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    /// Called beside the stable revision on the same inputs; its plans are only compared.
-    Shadow,
-    /// Serving this share of the parents.
-    Share(Share),
-}
-
-/// The parents a revision's spec selects.
-fn selection_of(revision: &Revision) -> Selection {
-    Selection {
-        selector: revision.spec().parent_selector.clone(),
-        namespaces: revision.spec().parent_namespaces.clone(),
-    }
-}
-
-/// Whether `serving`, on `route`, has a shadow called beside it.
-fn shadowed(route: &Route<Arc<Revision>>, serving: &Arc<Revision>) -> bool {
-    route.shadow.is_some() && Arc::ptr_eq(serving, &route.stable)
-}
-
-/// What a worker does with one key, decided at dequeue.
-enum Work {
-    /// No route: the controller is stopping.
-    Nothing,
-    /// The parent is not in the cache: it was deleted, and the garbage collector removes the
-    /// children through their ownerReference.
-    Gone(Arc<Wiring>, ObjectKey),
-    /// Not this replica's.
-    Skip,
-    /// The plugin does not reconcile it.
-    Release(revision::Serving, Arc<Revision>, ObjectKey, Parent),
-    /// Reconcile it, calling a shadow revision beside.
-    Serve(
-        revision::Serving,
-        Arc<Revision>,
-        Option<Arc<Revision>>,
-        ObjectKey,
-        Arc<Cached>,
-        Parent,
-    ),
-}
-
-impl Work {
-    fn of(route: &Route<Arc<Revision>>, key: ObjectKey) -> Self {
-        let wiring = route.stable.wiring();
-        let Some(cached) = wiring.parents().store().get(&key.namespace, &key.name) else {
-            return Work::Gone(wiring.clone(), key);
-        };
-        // The parent's cached text goes to the plugin as it is; the parsed value serves the
-        // host's own decisions.
-        let parent = Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
-        match route.decide(&key, &parent) {
-            Decision::Skip => Work::Skip,
-            Decision::Release(revision) => Work::Release(revision.enter(), revision, key, parent),
-            Decision::Serve { revision, shadow } => {
-                Work::Serve(revision.enter(), revision, shadow, key, cached, parent)
-            }
-        }
-    }
-
-    async fn run(self, plugin: String) -> Next {
-        match self {
-            Work::Nothing | Work::Skip => Next::Done,
-            Work::Gone(wiring, key) => {
-                wiring.forget(&key);
-                debug!(%plugin, parent = %key, "parent is gone");
-                Next::Done
-            }
-            Work::Release(_serving, revision, key, parent) => {
-                let span = span(&plugin, &key, &revision);
-                revision
-                    .reconciler()
-                    .unselected(&key, &parent)
-                    .instrument(span)
-                    .await
-            }
-            Work::Serve(_serving, revision, shadow, key, cached, parent) => {
-                let span = span(&plugin, &key, &revision);
-                let shadow = shadow.as_ref().map(|s| s.reconciler());
-                let reconcile = revision
-                    .reconciler()
-                    .reconcile(&key, &cached, parent, shadow)
-                    .instrument(span);
-                tokio::select! {
-                    biased;
-                    next = reconcile => next,
-                    () = revision.retired() => Next::Retry,
-                }
-            }
-        }
-    }
-}
-
-/// The span of one reconcile: what the plugin logs names the plugin, the parent and the digest
-/// of the code.
-fn span(plugin: &str, key: &ObjectKey, revision: &Revision) -> tracing::Span {
-    tracing::info_span!("reconcile", plugin = %plugin, parent = %key,
-        digest = %short(revision.plugin().digest()), revision = %revision.id())
 }
 
 impl Drop for Controller {

@@ -24,6 +24,7 @@ pub mod failure;
 pub mod load;
 mod progress;
 pub mod rollout;
+mod rollout_status;
 pub mod spec;
 pub mod status;
 pub mod uninstall;
@@ -292,7 +293,9 @@ impl Lifecycle {
             .map(|i| (i.fingerprint, i.plugin.clone()));
         let current_is_none = current.is_none();
         let plan = rollout::Plan::of(rp.spec.rollout.as_ref());
-        let restore = plan.as_ref().and_then(|_| progress::stable_to_restore(&rp));
+        let restore = plan
+            .as_ref()
+            .and_then(|_| rollout_status::stable_to_restore(&rp));
         let failure = match current {
             _ if !account_exists => account_failure.clone(),
             Some((f, _)) if f == fingerprint => {

@@ -23,8 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tracing::{Instrument as _, debug, info, warn};
+use tracing::{debug, info, warn};
 
+mod call;
 mod failures;
 mod gates;
 pub mod places;
@@ -34,17 +35,16 @@ use super::applier::{Applier, ApplyError, Written};
 use super::book::Pages;
 use super::fight::{FightPolicy, Fights};
 use super::guest_memory::GuestMemory;
-use super::health::{DIFFS_PER_PARENT, Health};
+use super::health::Health;
 use super::referee::{CONTESTED, Referee};
-use super::shadow;
 use super::wiring::Wiring;
 use super::workers::Next;
-use crate::cache::{CacheReader, Cached, CallReader, GroupKind, Informer, ObjectKey};
+use crate::cache::{CacheReader, Cached, GroupKind, Informer, ObjectKey};
 use crate::identity::access::{DENIED_TTL, Question};
 use crate::metrics::PluginMetrics;
 use crate::model::{self, Event, EventType, Parent, ReconcileRequest};
 use crate::planner::{self, Action, Plan};
-use crate::runtime::{CallError, ObjectReader, Outcome, Plugin};
+use crate::runtime::Plugin;
 
 /// Reconciles the parents of one plugin revision.
 pub struct Reconciler {
@@ -191,7 +191,15 @@ impl Reconciler {
             finalizing: deleting,
         });
 
-        let Some((result, call_reader)) = self.call(key, request.clone()).await else {
+        // A shadow revision is called beside, on the same request: its time overlaps this one's.
+        let shadowed = async {
+            match shadow {
+                Some(shadow) => shadow.call_as_shadow(key, request.clone()).await,
+                None => None,
+            }
+        };
+        let (called, shadowed) = tokio::join!(self.call(key, request.clone()), shadowed);
+        let Some((result, call_reader)) = called else {
             return Next::Retry;
         };
         // Reads refused for want of an answer are asked now; once any is known, the parent is
@@ -220,10 +228,14 @@ impl Reconciler {
         self.metrics.call_seconds(outcome.elapsed);
         self.metrics.memory_peak(outcome.memory_peak);
         self.book.deps().record(key, &outcome.reads);
-        if let Some(shadow) = shadow {
-            shadow
-                .shadow(key, &request, &observed, (&self.plugin, &outcome.desired))
-                .await;
+        if let (Some(shadow), Some(result)) = (shadow, shadowed) {
+            shadow.compare(
+                key,
+                &request,
+                &observed,
+                (&self.plugin, &outcome.desired),
+                result,
+            );
         }
 
         let fields = self.wiring.schema().fields();
@@ -364,96 +376,6 @@ impl Reconciler {
             Some(after) => Next::RequeueAfter(after),
             None => Next::Done,
         }
-    }
-
-    /// Calls the plugin on `request` in a fresh instance, with a reader bound to its identity.
-    /// `None` if the call's thread failed (it is logged).
-    async fn call(
-        &self,
-        key: &ObjectKey,
-        request: Arc<ReconcileRequest>,
-    ) -> Option<(Result<Outcome, CallError>, Arc<CallReader>)> {
-        let plugin = self.plugin.clone();
-        let call_reader = Arc::new(self.reader.for_call(&key.namespace));
-        let reader: Arc<dyn ObjectReader> = call_reader.clone();
-        // The call runs on a blocking thread; it stays inside this reconcile's span, so what the
-        // plugin logs names the plugin, the parent and the digest of the code. The result comes
-        // back as soon as it exists: that thread then tears the instance down and makes the
-        // next one, off this reconcile's path.
-        let span = tracing::Span::current();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        // The instance may grow to the plugin's memory limit: reserved from the budget all
-        // calls share until the result is back (not through the writes that follow).
-        let memory = self.guest_memory.reserve(self.plugin.limits().memory).await;
-        // Detached: the result comes through the oneshot; a panic drops the sender.
-        drop(tokio::task::spawn_blocking(move || {
-            let _span = span.enter();
-            plugin.reconcile_then(&request, reader, |result| {
-                let _ = tx.send(result);
-            });
-        }));
-        let result = rx.await;
-        drop(memory);
-        self.health.called();
-        match result {
-            Ok(result) => Some((result, call_reader)),
-            Err(_) => {
-                warn!(plugin = %self.plugin.info().name, parent = %key, "plugin call thread failed");
-                None
-            }
-        }
-    }
-
-    /// Calls this revision as the shadow of another on the same request, plans its answer
-    /// against the same observed children, and counts how the two plans differ. Writes
-    /// nothing, anywhere: not the cluster, not the book, not what the parent read.
-    async fn shadow(
-        &self,
-        key: &ObjectKey,
-        request: &Arc<ReconcileRequest>,
-        observed: &[Value],
-        stable: (&Plugin, &model::Desired),
-    ) {
-        let span = tracing::info_span!("shadow", digest = %super::short(self.plugin.digest()),
-            revision = %self.book.revision());
-        let Some((result, _)) = self.call(key, request.clone()).instrument(span).await else {
-            return;
-        };
-        let fields = self.wiring.schema().fields();
-        let now = model::now();
-        let plan = |plugin: &Plugin, desired: &model::Desired| {
-            planner::plan(
-                plugin.info(),
-                &fields,
-                &request.parent,
-                desired,
-                observed,
-                &now,
-            )
-        };
-        let (count, shown) = match result {
-            Ok(outcome) => shadow::compare(
-                &plan(stable.0, stable.1),
-                &plan(&self.plugin, &outcome.desired),
-                &request.parent["status"],
-                DIFFS_PER_PARENT,
-            ),
-            Err(error) => {
-                self.health.failed(&error.kind);
-                let failed = shadow::Difference {
-                    target: "call".into(),
-                    field: String::new(),
-                    stable: Some("succeeded".into()),
-                    candidate: Some(error.kind.to_string()),
-                };
-                (1, vec![failed])
-            }
-        };
-        if count > 0 {
-            debug!(plugin = %self.plugin.info().name, parent = %key, differences = count,
-                   first = %shown[0], "the shadow revision would do otherwise");
-        }
-        self.health.shadowed(key, count, shown);
     }
 
     /// How long a parent being deleted may still wait for the plugin's cleanup (zero: its

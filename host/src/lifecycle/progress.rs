@@ -10,17 +10,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 use tracing::{info, warn};
 
 use super::events::event;
-use super::rollout::{self, DEFAULT_HISTORY, Plan, Verdict};
+use super::rollout::{self, Plan, Verdict};
+use super::rollout_status::shadow_status;
 use super::{Failure, Installed, Lifecycle};
-use crate::api::{
-    self, HistoryEntry, ReconcilePlugin, ReconcilePluginStatus, RevisionStatus, RolloutStatus,
-    ShadowStatus,
-};
+use crate::api::{self, ReconcilePlugin, RolloutStatus};
 use crate::controller::health::Snapshot;
 use crate::controller::{Revision, Stage, short};
 use crate::identity::Identity;
@@ -61,6 +59,17 @@ pub(super) struct Progress {
     parents: u64,
     /// How many parents the candidate serves (0 in shadow).
     serves: u64,
+}
+
+impl Progress {
+    /// The rollout as `status.rollout` shows it now.
+    pub(super) fn shown(&self) -> RolloutStatus {
+        let mut status = self.status.clone();
+        if let Some(candidate) = &self.candidate {
+            status.shadow = shadow_status(candidate, &status);
+        }
+        status
+    }
 }
 
 impl Lifecycle {
@@ -407,82 +416,6 @@ impl Lifecycle {
             .remove(name);
     }
 
-    /// `wanted` with the rollout's part: `status.rollout`, the revisions serving, the history
-    /// and the `Progressing` condition.
-    pub(super) fn with_rollout(
-        &self,
-        name: &str,
-        rp: &ReconcilePlugin,
-        mut wanted: ReconcilePluginStatus,
-    ) -> ReconcilePluginStatus {
-        let previous = rp.status.as_ref();
-        let rollout = {
-            let rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
-            rollouts.get(name).map(|p| {
-                let mut status = p.status.clone();
-                if let Some(candidate) = &p.candidate {
-                    status.shadow = shadow_status(candidate, &status);
-                }
-                status
-            })
-        };
-        wanted.rollout = rollout.or_else(|| previous.and_then(|s| s.rollout.clone()));
-        if let Some(controller) = self.supervisor.controller(name) {
-            let stable = controller.current();
-            let candidate = controller.candidate();
-            let share = match &candidate {
-                Some((_, Stage::Share(share))) => share.as_percent(),
-                _ => 0.0,
-            };
-            let revision = |r: &Revision, role: &str, percent: f64| {
-                let h = r.health().snapshot();
-                RevisionStatus {
-                    digest: format!("sha256:{}", r.plugin().digest()),
-                    role: role.to_owned(),
-                    percent,
-                    calls: h.calls,
-                    failed_calls: h.failed_calls,
-                    errors: h.errors,
-                }
-            };
-            wanted.revisions = stable
-                .iter()
-                .map(|s| revision(s, "stable", 100.0 - share))
-                .chain(
-                    candidate
-                        .iter()
-                        .map(|(c, _)| revision(c, "candidate", share)),
-                )
-                .collect();
-        }
-        wanted.history = history(
-            rp,
-            wanted.active_digest.as_deref(),
-            self.source_of_active(name),
-        );
-        if let Some(rollout) = &wanted.rollout {
-            let (status, reason) = match rollout.phase.as_str() {
-                phase::PROGRESSING => ("True", "RolloutInProgress"),
-                phase::PROMOTED => ("True", "RolloutPromoted"),
-                phase::ABORTED => ("False", "RolloutAborted"),
-                _ => ("False", "RolloutRolledBack"),
-            };
-            let since = previous
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Progressing"))
-                .filter(|c| c.status == status && c.reason == reason)
-                .map_or_else(now, |c| c.last_transition_time.clone());
-            wanted.conditions.push(Condition {
-                type_: "Progressing".into(),
-                status: status.into(),
-                reason: reason.into(),
-                message: rollout.message.clone(),
-                last_transition_time: since,
-                observed_generation: wanted.observed_generation,
-            });
-        }
-        wanted
-    }
-
     /// Counts a rollout transition under the plugin's name (the controller's, as every metric
     /// of the plugin), not the ReconcilePlugin's.
     fn counted(&self, name: &str, result: &str) {
@@ -505,14 +438,6 @@ impl Lifecycle {
         serde_json::from_value(object["spec"]["source"].clone())
             .expect("a ReconcilePlugin the host read has a source")
     }
-
-    fn source_of_active(&self, name: &str) -> Option<api::Source> {
-        self.installed
-            .lock()
-            .expect("lifecycle lock poisoned")
-            .get(name)
-            .map(|i| i.source.clone())
-    }
 }
 
 /// Whether a person asked (annotation [`PROMOTE`]) to promote the candidate `digest`.
@@ -520,75 +445,7 @@ fn promote_asked(object: &Value, digest: &str) -> bool {
     object["metadata"]["annotations"][PROMOTE].as_str() == Some(digest)
 }
 
-/// The source of the revision a restarted host must serve while it takes up a rollout: the
-/// stable digest of `status.rollout`, from `status.history`, when the spec's digest is that
-/// rollout's candidate.
-pub(super) fn stable_to_restore(rp: &ReconcilePlugin) -> Option<api::Source> {
-    let status = rp.status.as_ref()?;
-    let rollout = status.rollout.as_ref()?;
-    if rollout.candidate != rp.spec.source.digest || rollout.phase == phase::PROMOTED {
-        return None;
-    }
-    status
-        .history
-        .iter()
-        .find(|h| h.source.digest == rollout.stable)
-        .map(|h| h.source.clone())
-}
-
-/// `status.history` with the active revision first: the previous history, and `active` (from
-/// `source`) put in front when it is new there, up to the spec's limit.
-fn history(
-    rp: &ReconcilePlugin,
-    active: Option<&str>,
-    source: Option<api::Source>,
-) -> Vec<HistoryEntry> {
-    let mut history: Vec<HistoryEntry> = rp
-        .status
-        .as_ref()
-        .map(|s| s.history.clone())
-        .unwrap_or_default();
-    if let (Some(active), Some(source)) = (active, source)
-        && history.first().is_none_or(|h| h.source.digest != active)
-        && source.digest == active
-    {
-        history.retain(|h| h.source.digest != active);
-        history.insert(
-            0,
-            HistoryEntry {
-                source,
-                since: Some(now()),
-            },
-        );
-    }
-    let limit = rp
-        .spec
-        .rollout
-        .as_ref()
-        .and_then(|r| r.revision_history_limit)
-        .map_or(DEFAULT_HISTORY, usize::from);
-    history.truncate(limit);
-    history
-}
-
-fn shadow_status(candidate: &Revision, status: &RolloutStatus) -> Option<ShadowStatus> {
-    let h = candidate.health().snapshot();
-    if h.shadowed == 0 {
-        return status.shadow.clone();
-    }
-    let (parents, diffs) = candidate.health().divergence();
-    Some(ShadowStatus {
-        compared: h.shadowed,
-        diverged: h.diverged,
-        parents_diverged: parents as u64,
-        differences: diffs
-            .iter()
-            .flat_map(|d| d.shown.iter().map(move |s| format!("{}: {s}", d.parent)))
-            .collect(),
-    })
-}
-
-fn now() -> Time {
+pub(super) fn now() -> Time {
     let now = jiff::Timestamp::now();
     Time(now.round(jiff::Unit::Second).unwrap_or(now))
 }

@@ -390,10 +390,7 @@ async fn a_failing_candidate_should_reach_at_most_its_first_share_and_be_rolled_
     );
     let fails = short("rollout-fails");
     let served = served(&host);
-    let on_candidate = served
-        .values()
-        .filter(|d| d.iter().any(|x| *x == fails))
-        .count();
+    let on_candidate = served.values().filter(|d| d.contains(&fails)).count();
     assert!(
         (1..=150).contains(&on_candidate),
         "the candidate served at most about its 10 % of 1000 parents: {on_candidate}"

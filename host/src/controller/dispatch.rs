@@ -1,0 +1,96 @@
+//! What a worker does with the key it took: the route's decision, made under the route's lock
+//! so that a revision being swapped out either counts the reconcile before the swap waits for
+//! it, or is not chosen at all; then the reconcile, the release, or nothing.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tracing::{Instrument as _, debug};
+
+use super::revision::{self, Revision};
+use super::route::{Decision, Route};
+use super::short;
+use super::wiring::Wiring;
+use super::workers::Next;
+use crate::cache::{Cached, ObjectKey};
+use crate::model::Parent;
+
+/// What a worker does with one key, decided at dequeue.
+pub(super) enum Work {
+    /// No route: the controller is stopping.
+    Nothing,
+    /// The parent is not in the cache: it was deleted, and the garbage collector removes the
+    /// children through their ownerReference.
+    Gone(Arc<Wiring>, ObjectKey),
+    /// Not this replica's.
+    Skip,
+    /// The plugin does not reconcile it.
+    Release(revision::Serving, Arc<Revision>, ObjectKey, Parent),
+    /// Reconcile it, calling a shadow revision beside.
+    Serve(
+        revision::Serving,
+        Arc<Revision>,
+        Option<Arc<Revision>>,
+        ObjectKey,
+        Arc<Cached>,
+        Parent,
+    ),
+}
+
+impl Work {
+    pub(super) fn of(route: &Route<Arc<Revision>>, key: ObjectKey) -> Self {
+        let wiring = route.stable.wiring();
+        let Some(cached) = wiring.parents().store().get(&key.namespace, &key.name) else {
+            return Work::Gone(wiring.clone(), key);
+        };
+        // The parent's cached text goes to the plugin as it is; the parsed value serves the
+        // host's own decisions.
+        let parent = Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
+        match route.decide(&key, &parent) {
+            Decision::Skip => Work::Skip,
+            Decision::Release(revision) => Work::Release(revision.enter(), revision, key, parent),
+            Decision::Serve { revision, shadow } => {
+                Work::Serve(revision.enter(), revision, shadow, key, cached, parent)
+            }
+        }
+    }
+
+    pub(super) async fn run(self, plugin: String) -> Next {
+        match self {
+            Work::Nothing | Work::Skip => Next::Done,
+            Work::Gone(wiring, key) => {
+                wiring.forget(&key);
+                debug!(%plugin, parent = %key, "parent is gone");
+                Next::Done
+            }
+            Work::Release(_serving, revision, key, parent) => {
+                let span = span(&plugin, &key, &revision);
+                revision
+                    .reconciler()
+                    .unselected(&key, &parent)
+                    .instrument(span)
+                    .await
+            }
+            Work::Serve(_serving, revision, shadow, key, cached, parent) => {
+                let span = span(&plugin, &key, &revision);
+                let shadow = shadow.as_ref().map(|s| s.reconciler());
+                let reconcile = revision
+                    .reconciler()
+                    .reconcile(&key, &cached, parent, shadow)
+                    .instrument(span);
+                tokio::select! {
+                    biased;
+                    next = reconcile => next,
+                    () = revision.retired() => Next::Retry,
+                }
+            }
+        }
+    }
+}
+
+/// The span of one reconcile: what the plugin logs names the plugin, the parent and the digest
+/// of the code.
+fn span(plugin: &str, key: &ObjectKey, revision: &Revision) -> tracing::Span {
+    tracing::info_span!("reconcile", plugin = %plugin, parent = %key,
+        digest = %short(revision.plugin().digest()), revision = %revision.id())
+}
