@@ -25,7 +25,7 @@ STATIC := $(STATIC_DIR)/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
-.PHONY: run test test-faults build test-build plugins bench bench-converge bench-fleet bench-scale bench-install bench-languages image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test test-faults build test-build plugins bench bench-converge bench-fleet bench-scale bench-install bench-rollout bench-languages image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -91,6 +91,11 @@ bench-scale: tools plugins
 bench-install: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench install
+
+## bench-rollout: host CPU per reconcile with and without a shadow revision; a bad candidate's time to rollback
+bench-rollout: tools plugins
+	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
+	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench rollout
 
 ## bench-languages: webapp in Rust, Python and TypeScript side by side: size, compile, cached load, one reconcile
 bench-languages: plugins

@@ -150,6 +150,12 @@ impl Controller {
             .map(|r| r.stable.clone())
     }
 
+    /// How many parents are cached (selected or not).
+    pub fn parents(&self) -> usize {
+        self.current()
+            .map_or(0, |r| r.wiring().parents().store().len())
+    }
+
     /// Prepares a revision of `spec` (see [`Revision::prepare`]) on the wiring of the serving
     /// revision, or on a new one if there is none or `spec` confines the plugin to other
     /// namespaces. It serves nothing until swapped in.

@@ -75,6 +75,8 @@ pub struct Metrics {
     rest_requests: Family<Labels, Counter>,
     swaps: Family<Labels, Counter>,
     rollouts: Family<Labels, Counter>,
+    rollout_share: Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    revisions: Family<Labels, Gauge>,
     plugin_states: Family<Labels, Gauge>,
     fetch_seconds: Histograms,
     compile_seconds: Histograms,
@@ -128,6 +130,8 @@ impl Metrics {
             rest_requests: Family::default(),
             swaps: Family::default(),
             rollouts: Family::default(),
+            rollout_share: Family::default(),
+            revisions: Family::default(),
             plugin_states: Family::default(),
             fetch_seconds: h(load_histogram),
             compile_seconds: h(load_histogram),
@@ -262,6 +266,16 @@ impl Metrics {
             m.rollouts.clone(),
         );
         r.register(
+            "reconhost_rollout_share_percent",
+            "The share of a plugin's parents its rollout candidate serves, in percent",
+            m.rollout_share.clone(),
+        );
+        r.register(
+            "reconhost_revision_outcomes",
+            "What a plugin's stable and candidate revisions did since each was prepared, by outcome (calls, failed_calls, errors, synced_false, fights, shadowed, diverged)",
+            m.revisions.clone(),
+        );
+        r.register(
             "reconhost_plugins",
             "ReconcilePlugins by state (ready, suspended, failed, loading)",
             m.plugin_states.clone(),
@@ -383,6 +397,36 @@ impl Metrics {
         self.rollouts
             .get_or_create_owned(&labels(&[("plugin", plugin), ("result", result)]))
             .inc();
+    }
+
+    /// Sets the candidate's share of `plugin`'s parents.
+    pub fn rollout_share(&self, plugin: &str, percent: f64) {
+        self.rollout_share
+            .get_or_create_owned(&labels(&[("plugin", plugin)]))
+            .set(percent);
+    }
+
+    /// Sets what `plugin`'s revision in `role` (`stable`, `candidate`) did since it was
+    /// prepared.
+    pub fn revision(&self, plugin: &str, role: &str, health: &crate::controller::health::Snapshot) {
+        let outcomes = [
+            ("calls", health.calls),
+            ("failed_calls", health.failed_calls),
+            ("errors", health.errors),
+            ("synced_false", health.synced_false),
+            ("fights", health.fights),
+            ("shadowed", health.shadowed),
+            ("diverged", health.diverged),
+        ];
+        for (outcome, value) in outcomes {
+            self.revisions
+                .get_or_create_owned(&labels(&[
+                    ("plugin", plugin),
+                    ("role", role),
+                    ("outcome", outcome),
+                ]))
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        }
     }
 
     /// Sets `reconhost_plugins{state}` from a count per state (see [`PLUGIN_STATES`]).

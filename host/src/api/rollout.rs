@@ -159,6 +159,8 @@ pub struct RevisionStatus {
     pub role: String,
     /// The share of parents it serves, in percent (a shadow serves none).
     pub percent: f64,
+    /// The parents it serves (as counted when the rollout's step started).
+    pub parents: u64,
     /// Plugin calls it made since it was prepared.
     pub calls: u64,
     /// Of which the sandbox ended.

@@ -62,6 +62,11 @@ pub(super) struct Progress {
 }
 
 impl Progress {
+    /// How many parents the candidate serves, as its step started.
+    pub(super) fn serves(&self) -> u64 {
+        self.serves
+    }
+
     /// The rollout as `status.rollout` shows it now.
     pub(super) fn shown(&self) -> RolloutStatus {
         let mut status = self.status.clone();
@@ -165,6 +170,24 @@ impl Lifecycle {
                 &rp.spec.source,
             )
             .await?;
+        if spec.parent_namespaces != stable.spec().parent_namespaces {
+            // Two revisions serve one set of parents, seen through one wiring: a digest that
+            // comes with other namespaces applies at once.
+            info!(
+                plugin = name,
+                "spec.namespaces changed with the digest: no progressive rollout"
+            );
+            return self
+                .install(
+                    name,
+                    rp,
+                    identity,
+                    fingerprint,
+                    Some(stable.plugin().clone()),
+                    &rp.spec.source,
+                )
+                .await;
+        }
         let candidate = match self.supervisor.prepare(name, spec).await {
             Some(prepared) => Arc::new(prepared.map_err(|e| Failure::supervisor(&e, &parent))?),
             None => return Ok(()),
@@ -263,6 +286,12 @@ impl Lifecycle {
                 p.serves,
             )
         };
+        if !*self.leading.borrow() {
+            // A standby judges nothing (its workers are stopped, so its counts say nothing):
+            // it follows what the leader wrote, so that it serves the same if it takes over.
+            self.follow(name, object, plan, &candidate, step).await;
+            return;
+        }
         let asked = |key: &str| object["metadata"]["annotations"][key].as_str() == Some(&digest);
         let verdict = if asked(ABORT) {
             Verdict::Fail("aborted by a person (annotation reconhost.dev/rollout-abort)".into())
@@ -278,21 +307,10 @@ impl Lifecycle {
                 &plan.thresholds,
             )
         };
-        let leading = *self.leading.borrow();
         match verdict {
             Verdict::Wait => {}
             Verdict::Pass if asked(PROMOTE) || step + 1 == plan.steps.len() => {
-                controller.promote().await;
-                let installed = Installed {
-                    fingerprint: self.fingerprint_of(name),
-                    plugin: candidate.plugin().clone(),
-                    obtained: super::Obtained::Cached,
-                    source: self.source_of(object),
-                };
-                self.installed
-                    .lock()
-                    .expect("lifecycle lock poisoned")
-                    .insert(name.to_owned(), installed);
+                self.promote(name, object, &candidate).await;
                 let message = if asked(PROMOTE) {
                     "promoted by a person (annotation reconhost.dev/rollout-promote)".to_owned()
                 } else {
@@ -300,10 +318,8 @@ impl Lifecycle {
                 };
                 info!(plugin = name, candidate = %short(candidate.plugin().digest()), "rollout promoted");
                 self.conclude(name, phase::PROMOTED, "done", &message);
-                if leading {
-                    let event = event(EventType::Normal, "RolloutPromoted", message);
-                    self.writer.event(object, &event).await;
-                }
+                let event = event(EventType::Normal, "RolloutPromoted", message);
+                self.writer.event(object, &event).await;
                 self.counted(name, "promoted");
             }
             Verdict::Pass => {
@@ -339,10 +355,8 @@ impl Lifecycle {
                     p.parents = parents;
                     p.serves = serves;
                 }
-                if leading {
-                    let event = event(EventType::Normal, "RolloutStep", message);
-                    self.writer.event(object, &event).await;
-                }
+                let event = event(EventType::Normal, "RolloutStep", message);
+                self.writer.event(object, &event).await;
                 self.counted(name, "step");
             }
             Verdict::Fail(why) => {
@@ -360,11 +374,72 @@ impl Lifecycle {
                 );
                 warn!(plugin = name, candidate = %short(candidate.plugin().digest()), "{message}");
                 self.conclude(name, phase, "rolled back", &message);
-                if leading {
-                    let event = event(EventType::Warning, "RolloutRolledBack", message);
-                    self.writer.event(object, &event).await;
-                }
+                let event = event(EventType::Warning, "RolloutRolledBack", message);
+                self.writer.event(object, &event).await;
                 self.counted(name, if person { "aborted" } else { "rolled_back" });
+            }
+        }
+    }
+
+    /// Makes the candidate serve every parent, and what the lifecycle counts as installed.
+    async fn promote(&self, name: &str, object: &Value, candidate: &Revision) {
+        if let Some(controller) = self.supervisor.controller(name) {
+            controller.promote().await;
+        }
+        let installed = Installed {
+            fingerprint: self.fingerprint_of(name),
+            plugin: candidate.plugin().clone(),
+            obtained: super::Obtained::Cached,
+            source: self.source_of(object),
+        };
+        self.installed
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .insert(name.to_owned(), installed);
+    }
+
+    /// On a standby replica: takes the rollout where the leader's status says it is.
+    async fn follow(
+        &self,
+        name: &str,
+        object: &Value,
+        plan: &Plan,
+        candidate: &Arc<Revision>,
+        step: usize,
+    ) {
+        let Some(controller) = self.supervisor.controller(name) else {
+            return;
+        };
+        let Ok(written) =
+            serde_json::from_value::<RolloutStatus>(object["status"]["rollout"].clone())
+        else {
+            return;
+        };
+        if written.candidate != format!("sha256:{}", candidate.plugin().digest()) {
+            return;
+        }
+        match written.phase.as_str() {
+            phase::PROMOTED => {
+                self.promote(name, object, candidate).await;
+                self.conclude(name, phase::PROMOTED, "done", &written.message);
+            }
+            phase::ROLLED_BACK | phase::ABORTED => {
+                controller.abort().await;
+                self.conclude(name, &written.phase, "rolled back", &written.message);
+            }
+            _ => {
+                let at = written.step as usize;
+                if at == step || at >= plan.steps.len() {
+                    return;
+                }
+                controller
+                    .stage(candidate.clone(), plan.steps[at].stage)
+                    .await;
+                let mut rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
+                if let Some(p) = rollouts.get_mut(name) {
+                    p.status = written;
+                    p.step_started = Instant::now();
+                }
             }
         }
     }

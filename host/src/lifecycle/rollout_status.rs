@@ -33,12 +33,26 @@ impl Lifecycle {
                 Some((_, Stage::Share(share))) => share.as_percent(),
                 _ => 0.0,
             };
-            let revision = |r: &Revision, role: &str, percent: f64| {
+            // Counted as the step started: counting on every look would parse every parent.
+            let serves = match &candidate {
+                Some((_, Stage::Share(_))) => self
+                    .rollouts
+                    .lock()
+                    .expect("lifecycle lock poisoned")
+                    .get(name)
+                    .map_or(0, super::progress::Progress::serves),
+                _ => 0,
+            };
+            let all = controller.parents() as u64;
+            let plugin = controller.name().to_owned();
+            let revision = |r: &Revision, role: &str, percent: f64, parents: u64| {
                 let h = r.health().snapshot();
+                self.metrics.revision(&plugin, role, &h);
                 RevisionStatus {
                     digest: format!("sha256:{}", r.plugin().digest()),
                     role: role.to_owned(),
                     percent,
+                    parents,
                     calls: h.calls,
                     failed_calls: h.failed_calls,
                     errors: h.errors,
@@ -46,13 +60,18 @@ impl Lifecycle {
             };
             wanted.revisions = stable
                 .iter()
-                .map(|s| revision(s, "stable", 100.0 - share))
+                .map(|s| revision(s, "stable", 100.0 - share, all.saturating_sub(serves)))
                 .chain(
                     candidate
                         .iter()
-                        .map(|(c, _)| revision(c, "candidate", share)),
+                        .map(|(c, _)| revision(c, "candidate", share, serves)),
                 )
                 .collect();
+            if candidate.is_none() {
+                self.metrics
+                    .revision(&plugin, "candidate", &Default::default());
+            }
+            self.metrics.rollout_share(&plugin, share);
         }
         wanted.history = history(
             rp,

@@ -48,14 +48,14 @@ fn status(rp: &ReconcilePlugin) -> String {
     match &status.rollout {
         None => out.push_str("no progressive rollout has run\n"),
         Some(r) => {
+            let at = if r.phase == "Progressing" {
+                format!(" at {} (step {})", r.stage, r.step + 1)
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "rollout: {} at {} (step {})\n  stable:    {}\n  candidate: {}\n  {}\n",
-                r.phase,
-                r.stage,
-                r.step + 1,
-                r.stable,
-                r.candidate,
-                r.message
+                "rollout: {}{at}\n  stable:    {}\n  candidate: {}\n  {}\n",
+                r.phase, r.stable, r.candidate, r.message
             ));
             if let Some(shadow) = &r.shadow {
                 out.push_str(&format!(
@@ -70,8 +70,8 @@ fn status(rp: &ReconcilePlugin) -> String {
     }
     for r in &status.revisions {
         out.push_str(&format!(
-            "revision {} {}: {:.1} % of parents, {} calls, {} failed, {} errors\n",
-            r.role, r.digest, r.percent, r.calls, r.failed_calls, r.errors
+            "revision {} {}: {:.1} % of parents ({}), {} calls, {} failed, {} errors\n",
+            r.role, r.digest, r.percent, r.parents, r.calls, r.failed_calls, r.errors
         ));
     }
     out

@@ -477,13 +477,29 @@ async fn a_rollout_should_survive_a_restart_be_promoted_by_a_person_and_end_with
         })
         .await;
 
-    // A new candidate, then an uninstall in the middle of its rollout.
+    // A new candidate; another digest pushed in the middle of its rollout replaces it and starts
+    // from the first step; then an uninstall in the middle of that one.
+    let steps = json!([{"percent": 50, "analysis": "10m"}, {"percent": 100}]);
     world
-        .apply_plugin(
-            &world.canary_plugin("rollout-good", json!([{"percent": 50, "analysis": "10m"}])),
-        )
+        .apply_plugin(&world.canary_plugin("rollout-good", steps.clone()))
         .await;
     world.rollout_phase("Progressing", CONVERGE).await;
+    world
+        .apply_plugin(&world.canary_plugin("rollout-differs", steps))
+        .await;
+    let differs = digest_of(&plugin("rollout-differs"));
+    let rp = world
+        .plugin_status(CANARY_RP, "the new candidate at its first step", |rp| {
+            let r = &rp["status"]["rollout"];
+            r["candidate"] == differs.as_str() && r["phase"] == "Progressing"
+        })
+        .await;
+    assert_eq!(rp["status"]["rollout"]["step"], 0, "{rp}");
+    assert_eq!(
+        rp["status"]["revisions"][1]["digest"],
+        differs.as_str(),
+        "the old candidate is gone: {rp}"
+    );
     world.uninstall(CANARY_RP).await;
     let metrics = host.metrics().await.expect("metrics");
     assert_eq!(
