@@ -424,7 +424,9 @@ async fn a_failing_candidate_should_reach_at_most_its_first_share_and_be_rolled_
 async fn a_rollout_should_survive_a_restart_be_promoted_by_a_person_and_end_with_an_uninstall() {
     let world = World::new("rollout-restart").await;
     let _suite = exclusive(&world.client).await;
-    let host = world.serving_v1(100, &["rollout-good"]).await;
+    let host = world
+        .serving_v1(100, &["rollout-good", "rollout-differs"])
+        .await;
     let steps = json!([{"percent": 50, "analysis": "10m"}, {"percent": 100}]);
     world
         .apply_plugin(&world.canary_plugin("rollout-good", steps))
