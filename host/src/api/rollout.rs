@@ -113,7 +113,8 @@ pub struct Thresholds {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStatus {
-    /// `Progressing`, `Promoted`, `RolledBack` or `Aborted`.
+    /// `Progressing`, `Promoted`, `RolledBack`, `Aborted` (by a person) or `Superseded` (the
+    /// spec moved on before it ended).
     pub phase: String,
     /// The digest being rolled out.
     pub candidate: String,

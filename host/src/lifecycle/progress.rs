@@ -42,6 +42,9 @@ pub mod phase {
     pub const ROLLED_BACK: &str = "RolledBack";
     /// Rolled back by a person.
     pub const ABORTED: &str = "Aborted";
+    /// Ended because the spec moved on (another digest or config, back to the stable digest,
+    /// an immediate rollout); the same candidate applied again starts afresh.
+    pub const SUPERSEDED: &str = "Superseded";
 }
 
 /// One ReconcilePlugin's rollout, as this host runs it.
@@ -97,8 +100,10 @@ impl Lifecycle {
             .get(name)
             .map(|p| (p.fingerprint, p.status.phase.clone(), p.candidate.is_some()));
         match known {
-            Some((f, phase, _)) if f == fingerprint && phase != phase::PROGRESSING => {
-                if phase != phase::PROMOTED && promote_asked(object, &digest) {
+            Some((f, phase, _))
+                if f == fingerprint && (phase == phase::ROLLED_BACK || phase == phase::ABORTED) =>
+            {
+                if promote_asked(object, &digest) {
                     // A person takes the candidate as it is, after it was rolled back.
                     let current = self
                         .supervisor
@@ -117,12 +122,10 @@ impl Lifecycle {
                 self.drive(name, object, plan).await;
                 Ok(())
             }
-            other => {
-                if other.is_some() {
-                    // Another digest (or config) came mid-rollout: the old candidate goes.
-                    self.end_rollout(name, "a new spec.source replaced it")
-                        .await;
-                }
+            _ => {
+                // Another digest (or config) came mid-rollout: the old candidate goes.
+                self.end_rollout(name, "the spec changed: another candidate replaced it")
+                    .await;
                 let earlier = rp
                     .status
                     .as_ref()
@@ -459,19 +462,14 @@ impl Lifecycle {
 
     /// Drops a rollout in progress: its candidate's parents go back to stable.
     pub(super) async fn end_rollout(&self, name: &str, why: &str) {
-        let candidate = {
-            let mut rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
-            match rollouts.get(name) {
-                Some(p) if p.candidate.is_some() => rollouts.remove(name).and_then(|p| p.candidate),
-                _ => None,
-            }
-        };
-        if candidate.is_some()
-            && let Some(controller) = self.supervisor.controller(name)
-        {
-            controller.abort().await;
-            info!(plugin = name, "rollout abandoned: {why}");
+        if !self.rolling(name) {
+            return;
         }
+        if let Some(controller) = self.supervisor.controller(name) {
+            controller.abort().await;
+        }
+        info!(plugin = name, "rollout superseded: {why}");
+        self.conclude(name, phase::SUPERSEDED, "superseded", why);
     }
 
     /// Whether a rollout of `name` is in progress (looked at every [`TICK`]).

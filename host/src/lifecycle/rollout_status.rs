@@ -83,6 +83,7 @@ impl Lifecycle {
                 phase::PROGRESSING => ("True", "RolloutInProgress"),
                 phase::PROMOTED => ("True", "RolloutPromoted"),
                 phase::ABORTED => ("False", "RolloutAborted"),
+                phase::SUPERSEDED => ("False", "RolloutSuperseded"),
                 _ => ("False", "RolloutRolledBack"),
             };
             let since = previous
