@@ -18,6 +18,7 @@ mod measure;
 #[path = "converge/native.rs"]
 mod native;
 
+use reconhost_tests::bench::env_or;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -51,13 +52,6 @@ struct Figures {
     idle_rss: f64,
     rss: f64,
     peak: f64,
-}
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// A controller process under test.

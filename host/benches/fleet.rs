@@ -22,6 +22,7 @@ mod native;
 #[path = "fleet/variants.rs"]
 mod variants;
 
+use reconhost_tests::bench::env_or;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -237,12 +238,6 @@ async fn main() {
             .expect("the native operator");
         return;
     }
-    let env_or = |name: &str, default: usize| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
     let plugins = env_or("FLEET_PLUGINS", 50);
     let parents = env_or("FLEET_PARENTS", 20);
     let rounds = env_or("FLEET_ROUNDS", 1);

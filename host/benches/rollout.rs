@@ -10,6 +10,7 @@
 #[path = "../tests/all/common/mod.rs"]
 mod common;
 
+use reconhost_tests::bench::{env_or, until};
 use std::time::{Duration, Instant};
 
 use common::plugins::{digest_of, reconcile_plugins};
@@ -19,33 +20,7 @@ use kube::api::{DeleteParams, DynamicObject};
 use reconhost_tests::host::{Host, sample};
 use serde_json::{Value, json};
 
-const POLL: Duration = Duration::from_millis(20);
 const RP: &str = "canary.test.reconhost.dev";
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-async fn until<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(600),
-            "timed out: {what}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
-}
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);

@@ -15,6 +15,7 @@ mod common;
 #[allow(dead_code, reason = "the fleet benchmark uses the rest")]
 mod measure;
 
+use reconhost_tests::bench::env_or;
 use std::time::{Duration, Instant};
 
 use common::World;
@@ -24,13 +25,6 @@ use kube::runtime::watcher;
 use measure::ProcessSample;
 use reconhost_tests::host::{Host, sample};
 use serde_json::{Value, json};
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 async fn reconciles(host: &Host) -> f64 {
     sample(

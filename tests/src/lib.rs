@@ -23,6 +23,7 @@
 //! - [`hostile`]: crafted components that attack whatever processes them.
 
 pub mod audit;
+pub mod bench;
 pub mod binaries;
 pub mod cgroup;
 pub mod cluster;
