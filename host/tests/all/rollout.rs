@@ -555,3 +555,50 @@ async fn nonsense_rollout_steps_should_be_refused_by_the_api_server_with_the_rea
         "nothing was stored"
     );
 }
+
+#[tokio::test]
+async fn a_candidate_that_loops_or_floods_events_should_stop_in_shadow_without_a_trace() {
+    let world = World::new("rollout-hostile").await;
+    let _suite = exclusive(&world.client).await;
+    let _host = world.serving_v1(20, &["rollout-hostile"]).await;
+    let events_before = world.events_for("c0001").await.len();
+    let mut rp = world.canary_plugin(
+        "rollout-hostile",
+        json!([{"shadow": true, "analysis": "10m"}, {"percent": 100}]),
+    );
+    // A short deadline for both revisions: the stable one answers in microseconds.
+    rp["spec"]["limits"] = json!({"callTimeout": "200ms"});
+    world.apply_plugin(&rp).await;
+    let rp = world.rollout_phase("RolledBack", CONVERGE).await;
+    let rollout = &rp["status"]["rollout"];
+    assert!(
+        rollout["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("rolled back at shadow: divergence:")),
+        "{rollout}"
+    );
+    let differences = rollout["shadow"]["differences"].to_string();
+    assert!(
+        differences.contains(
+            "call: stable \\\"succeeded\\\", candidate \\\"deadline of 200 ms exceeded\\\""
+        ) || differences.contains("call: stable \\\"succeeded\\\", candidate \\\"invalid response"),
+        "a failed shadow call is a divergence, with its cause: {differences}"
+    );
+    assert_eq!(
+        writes_by(&world, &short("rollout-hostile")),
+        Vec::<String>::new(),
+        "nothing was written for the candidate: no child, no status, no event"
+    );
+    assert_eq!(
+        world.events_for("c0001").await.len(),
+        events_before,
+        "no event of the flood reached the parent"
+    );
+    let revisions = &rp["status"]["revisions"];
+    assert_eq!(
+        revisions.as_array().map(Vec::len),
+        Some(1),
+        "only stable serves: {rp}"
+    );
+    world.uninstall(CANARY_RP).await;
+}
