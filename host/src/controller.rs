@@ -11,7 +11,8 @@
 //! - a change to an object whose controller ownerReference points at it (its children);
 //! - a change to an object its last reconcile read with `get` or `list`;
 //! - its own `requeue-after`, and backoff after a failure;
-//! - a new revision of the plugin (every parent, once, at low priority).
+//! - a change of the revision that serves it: a new version of the plugin (every parent), a
+//!   rollout's step, promotion or rollback (the parents that move), once, at low priority.
 //!
 //! A [`Controller`] outlives the revisions of its plugin. It owns the queue, one worker pool,
 //! the [`Wiring`] of its kinds (informers, handlers, the per-parent [`book::ParentBook`]) and

@@ -33,9 +33,10 @@ impl Controller {
 
     /// Makes `candidate` the rollout's candidate at `stage`: called beside the stable revision
     /// on every parent it serves (shadow), or serving a share of the parents. A candidate
-    /// already there is replaced (its parents go back to stable first). The parents that change
-    /// revisions are queued, so each is reconciled once by its new revision. Without a stable
-    /// revision the candidate simply serves everything.
+    /// already there is replaced and drained; its parents in the new share move straight to
+    /// `candidate`, the others back to stable. The parents that change revisions are queued, so
+    /// each is reconciled once by its new revision. Without a stable revision the candidate
+    /// simply serves everything.
     pub async fn stage(&self, candidate: Arc<Revision>, stage: Stage) {
         let assignment = self.assignment();
         self.reroute(|now| {
