@@ -9,6 +9,8 @@
 
 #[path = "../tests/all/common/mod.rs"]
 mod common;
+#[allow(dead_code, reason = "the other cluster benchmarks use the rest")]
+mod measure;
 
 use reconhost_tests::bench::{env_or, until};
 use std::time::{Duration, Instant};
@@ -22,23 +24,9 @@ use serde_json::{Value, json};
 
 const RP: &str = "canary.test.reconhost.dev";
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-/// The host process's CPU time so far (user and system), from /proc.
+/// The host process's CPU time so far (user and system).
 fn cpu(host: &Host) -> Duration {
-    let pid = host.pid().expect("the host runs");
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/<pid>/stat");
-    // The fields after the command name (which may hold spaces) start after the last ')'.
-    let fields: Vec<&str> = stat[stat.rfind(')').expect("a stat line") + 2..]
-        .split(' ')
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Duration::from_secs_f64(ticks as f64 / per_second)
+    measure::cpu_time(host.pid().expect("the host runs"))
 }
 
 async fn reconciles(host: &Host) -> f64 {
@@ -216,7 +204,7 @@ async fn main() {
         from_step.push((back - stepped).as_secs_f64());
         from_apply.push((back - applied).as_secs_f64());
     }
-    let (p, s) = (median(plain), median(shadowed));
+    let (p, s) = (measure::median(plain), measure::median(shadowed));
     println!("| what ({parents} parents) | median of {rounds} |");
     println!("| --- | --- |");
     println!(
@@ -230,10 +218,10 @@ async fn main() {
     );
     println!(
         "| bad candidate: first step seen → every parent back on stable | {:.2} s |",
-        median(from_step)
+        measure::median(from_step)
     );
     println!(
         "| bad candidate: applied → every parent back on stable | {:.2} s |",
-        median(from_apply)
+        measure::median(from_apply)
     );
 }

@@ -1,4 +1,4 @@
-//! What the cluster benchmarks (converge, fleet, scale) read about their processes from /proc —
+//! What the cluster benchmarks (converge, fleet, scale, rollout) read about their processes from /proc —
 //! resident memory, CPU time, the TCP connections each holds to the API server — and how they
 //! print a side-by-side comparison.
 
@@ -57,7 +57,7 @@ pub fn memory_mib(pid: u32) -> [f64; 3] {
 }
 
 /// User plus system CPU time of a process (all its threads).
-fn cpu_time(pid: u32) -> Duration {
+pub fn cpu_time(pid: u32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The command name may hold spaces; the fields after it are space-separated. utime and
     // stime are fields 14 and 15 of the line, so 12 and 13 after the name.
