@@ -124,7 +124,7 @@ lint:
 	cd plugins && $(CARGO) clippy --workspace --all-targets --target wasm32-wasip2 -- -D warnings
 	$(CARGO) fmt --all --check
 	cd plugins && $(CARGO) fmt --all --check
-	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --document-private-items
 
 ## cluster-up: start the control plane in the background; the last line is KUBECONFIG=<path>
 cluster-up: tools

@@ -16,8 +16,8 @@ pub mod object;
 pub mod reader;
 pub mod store;
 
-pub use informer::{Change, Informer, Registration, ResolvedKind};
+pub use informer::{Informer, Registration, ResolvedKind};
 pub use informers::{DiscoveryError, InformerRef, Informers};
-pub use object::{Cached, Meta, Owner};
+pub use object::{Cached, Meta};
 pub use reader::{CacheReader, CallReader, ReadGuard};
-pub use store::{GroupKind, ObjectKey, Store};
+pub use store::{GroupKind, ObjectKey};

@@ -137,11 +137,6 @@ impl Controller {
         &self.parent
     }
 
-    /// The queue.
-    pub fn queue(&self) -> &WorkQueue<ObjectKey> {
-        &self.queue
-    }
-
     /// The revision serving every parent outside a rollout's share.
     pub fn current(&self) -> Option<Arc<Revision>> {
         self.route
@@ -244,11 +239,6 @@ impl Controller {
         } else {
             Assignment::Nothing
         }
-    }
-
-    /// Whether the controller is suspended.
-    pub async fn is_suspended(&self) -> bool {
-        self.pools.lock().await.suspended
     }
 
     /// Stops in order: no new work, in-flight reconciles finish (bounded by the grace period),

@@ -26,7 +26,7 @@
 //! - [`source`]: fetching components from ConfigMaps and OCI registries, verified by digest.
 //! - [`identity`]: acting as each plugin's ServiceAccount (impersonated writes, authorized
 //!   reads, the RBAC a plugin needs).
-//! - [`controller`]: the control loop of one parent kind and its generations.
+//! - [`controller`]: the control loop of one parent kind and its revisions.
 //! - [`cache`]: the shared informers and their caches.
 //! - [`planner`]: desired versus observed gives actions (pure).
 //! - [`runtime`]: the sandboxed WebAssembly runtime.
@@ -38,29 +38,34 @@
 //! - [`selector`]: Kubernetes label selectors.
 //! - [`telemetry`]: logging set-up (human locally, JSON in a cluster).
 
+#![allow(
+    rustdoc::private_intra_doc_links,
+    reason = "the crate is the host, not a library for others: its docs are a map of the internals for the people who work on them, built with --document-private-items (make lint)"
+)]
+
 pub mod api;
-pub mod bucket;
-pub mod cache;
+pub(crate) mod bucket;
+pub(crate) mod cache;
 pub mod cli;
-pub mod client;
-pub mod controller;
-pub mod identity;
+pub(crate) mod client;
+pub(crate) mod controller;
+pub(crate) mod identity;
 pub mod init;
-pub mod keys;
-pub mod leader;
-pub mod lifecycle;
-pub mod metrics;
+pub(crate) mod keys;
+pub(crate) mod leader;
+pub(crate) mod lifecycle;
+pub(crate) mod metrics;
 pub mod model;
 pub mod planner;
 pub mod publish;
 pub mod render;
 pub mod run;
 pub mod runtime;
-pub mod selector;
-pub mod source;
-pub mod supervisor;
+pub(crate) mod selector;
+pub(crate) mod source;
+pub(crate) mod supervisor;
 pub mod telemetry;
-pub mod watch;
+pub(crate) mod watch;
 
 /// Makes ring the process's TLS provider. The registry client's TLS stack asks for a
 /// process-wide provider (the host builds it without one, to keep a single crypto library);

@@ -207,11 +207,6 @@ impl Sources {
             elapsed: start.elapsed(),
         })
     }
-
-    /// The registry client.
-    pub fn registry(&self) -> &oci::Registry {
-        &self.oci
-    }
 }
 
 /// Checks that `bytes` have the digest `expected` (`sha256:<hex>`).

@@ -22,7 +22,6 @@ use tracing::info;
 
 use crate::cache::GroupKind;
 use crate::controller::{Context, Controller, PrepareError, Revision, Spec, short};
-use crate::model::KindRef;
 
 /// Why the supervisor refused or could not complete an install.
 #[derive(Debug, thiserror::Error)]
@@ -387,22 +386,6 @@ impl Supervisor {
     /// How many controllers run.
     pub fn len(&self) -> usize {
         self.entries.lock().expect("supervisor lock poisoned").len()
-    }
-
-    /// Whether no controller runs.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The owner of the controller for a parent kind, if any.
-    pub fn owner_of(&self, parent: &KindRef) -> Option<String> {
-        let parent = GroupKind::from(parent);
-        self.entries
-            .lock()
-            .expect("supervisor lock poisoned")
-            .iter()
-            .find(|(_, c)| *c.parent() == parent)
-            .map(|(o, _)| o.clone())
     }
 }
 

@@ -69,16 +69,6 @@ pub struct Registration {
     id: u64,
 }
 
-impl Registration {
-    /// Completes once the handler has seen every object of the first list: the informer's first
-    /// list is cached (a handler registered later was replayed the cache when it registered).
-    pub async fn wait_synced(&self) {
-        if let Some(informer) = self.informer.upgrade() {
-            informer.wait_synced().await;
-        }
-    }
-}
-
 impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(informer) = self.informer.upgrade() {
@@ -173,6 +163,7 @@ impl Informer {
         }
     }
 
+    #[cfg(test)]
     /// How many handlers are registered.
     pub fn handler_count(&self) -> usize {
         self.handlers.read().expect("handler lock poisoned").len()

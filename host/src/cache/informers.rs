@@ -203,19 +203,6 @@ impl Informers {
         slots.get(key).and_then(Weak::upgrade)
     }
 
-    /// The kinds being watched now.
-    pub fn watched(&self) -> Vec<GroupKind> {
-        let slots = self.inner.slots.lock().expect("informer lock poisoned");
-        let mut kinds: Vec<GroupKind> = slots
-            .iter()
-            .filter(|(_, w)| w.strong_count() > 0)
-            .map(|(k, _)| k.0.clone())
-            .collect();
-        kinds.sort();
-        kinds.dedup();
-        kinds
-    }
-
     /// Objects cached across all live informers.
     pub fn cached_objects(&self) -> usize {
         let slots = self.inner.slots.lock().expect("informer lock poisoned");

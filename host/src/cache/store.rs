@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-pub use super::object::{Cached, Meta, Owner};
+pub use super::object::{Cached, Meta};
 pub use crate::keys::{GroupKind, ObjectKey};
 use crate::selector::Selector;
 
@@ -106,6 +106,7 @@ impl Store {
             .len()
     }
 
+    #[cfg(test)]
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

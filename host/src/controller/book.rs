@@ -139,11 +139,13 @@ impl ParentBook {
         self.lock().values().map(count).sum()
     }
 
+    #[cfg(test)]
     /// How many parents have a page.
     pub fn len(&self) -> usize {
         self.lock().len()
     }
 
+    #[cfg(test)]
     /// Whether no parent has a page.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -120,6 +120,7 @@ impl Dependencies {
         parents
     }
 
+    #[cfg(test)]
     /// How many parents have recorded reads.
     pub fn len(&self) -> usize {
         self.inner
@@ -129,6 +130,7 @@ impl Dependencies {
             .len()
     }
 
+    #[cfg(test)]
     /// Whether no parent has recorded reads.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -35,11 +35,6 @@ impl GuestMemory {
         }
     }
 
-    /// The budget in MiB.
-    pub fn total_mib(&self) -> u32 {
-        self.total_mib
-    }
-
     /// Reserves a call's memory limit, waiting while the budget is taken; released when the
     /// permit drops. A limit above the whole budget takes the whole budget.
     pub async fn reserve(&self, bytes: usize) -> OwnedSemaphorePermit {

@@ -426,6 +426,7 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
         self.shared.lock().failures.remove(key);
     }
 
+    #[cfg(test)]
     /// How many times `key` has failed since it was last forgotten.
     pub fn num_requeues(&self, key: &K) -> u32 {
         self.shared.lock().failures.get(key).copied().unwrap_or(0)
@@ -482,12 +483,14 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
         let _ = closed.wait_for(|c| *c).await;
     }
 
+    #[cfg(test)]
     /// Ready plus delayed keys (not those being processed).
     pub fn len(&self) -> usize {
         let state = self.shared.lock();
         state.ready.len() + state.waiting_at.len()
     }
 
+    #[cfg(test)]
     /// Whether no key is ready or delayed.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -57,6 +57,7 @@ pub struct Share(u32);
 
 impl Share {
     /// Every parent.
+    #[cfg(test)]
     pub const ALL: Share = Share(10_000);
 
     /// `percent` of the parents (capped at 100).

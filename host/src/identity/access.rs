@@ -250,14 +250,10 @@ impl Access {
         stale.len()
     }
 
+    #[cfg(test)]
     /// How many answers are kept.
     pub fn len(&self) -> usize {
         self.answers.lock().expect("access lock poisoned").len()
-    }
-
-    /// Whether no answer is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Whether `who` may, asking whatever is not cached: every namespace first, then this one.

@@ -124,9 +124,4 @@ impl Loader {
             .compile_seconds(plugin.provenance().label(), start.elapsed());
         Ok((plugin, Obtained::Fetched))
     }
-
-    /// The sources.
-    pub fn sources(&self) -> &Sources {
-        &self.sources
-    }
 }

@@ -11,20 +11,6 @@ use crate::model::KindRef;
 /// How often one parent's finalizer patch is retried when it races another writer.
 const CONFLICT_RETRIES: usize = 5;
 
-/// Removes `finalizer` from every object of `parent` (in `namespace` if given) that carries
-/// it; returns how many were released. A kind the API server does not serve has no parents.
-pub async fn release_parents(
-    client: &kube::Client,
-    parent: &KindRef,
-    finalizer: &str,
-    namespace: Option<&str>,
-) -> Result<usize, kube::Error> {
-    let Some(kind) = resolved(client, parent).await? else {
-        return Ok(0);
-    };
-    release_in(client, &kind, finalizer, namespace, &[]).await
-}
-
 /// Where a plugin's parents may hold its finalizer: each of its namespaces (`spec.namespaces`)
 /// the host watches, else wherever the host watches (`None`: every namespace). A confined
 /// plugin's parents are looked for only there, where the host's share of its RBAC is granted.
@@ -44,8 +30,9 @@ pub fn where_parents_are(
     }
 }
 
-/// [`release_parents`] in each of `namespaces` (`None`: every namespace), or, for a
-/// cluster-scoped parent kind, once for all of them; how many in all.
+/// Removes `finalizer` from every parent of kind `parent` that carries it, in each of
+/// `namespaces` (`None`: every namespace), or, for a cluster-scoped parent kind, once for all
+/// of them; how many were released in all. A kind the API server does not serve has none.
 pub async fn release_everywhere(
     client: &kube::Client,
     parent: &KindRef,
