@@ -2,7 +2,7 @@
 //! for a state with a poll fine enough to time it.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often [`until`] looks: fine enough for the millisecond figures the benchmarks report.
 pub const POLL: Duration = Duration::from_millis(20);
@@ -21,17 +21,10 @@ pub fn env_or(name: &str, default: usize) -> usize {
 
 /// Polls `check` every [`POLL`] until it returns `Some`; panics naming `what` after
 /// [`GIVE_UP`].
-pub async fn until<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn until<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let start = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(start.elapsed() < GIVE_UP, "timed out: {what}");
-        tokio::time::sleep(POLL).await;
-    }
+    crate::support::poll(GIVE_UP, POLL, what, check).await
 }

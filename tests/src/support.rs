@@ -44,7 +44,17 @@ fn radix36(mut n: u32) -> String {
 /// Polls `check` every 100 ms until it returns `Some`, and panics naming `what` after `timeout`.
 /// Waiting is bounded and the failure says what did not happen; the timeout is a limit, not a
 /// measurement.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    poll(timeout, Duration::from_millis(100), what, check).await
+}
+
+/// Polls `check` every `every` until it returns `Some`, and panics naming `what` after
+/// `timeout`.
+pub async fn poll<T, F, Fut>(timeout: Duration, every: Duration, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -59,6 +69,6 @@ where
             "timed out after {} s waiting for {what}",
             timeout.as_secs()
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(every).await;
     }
 }
