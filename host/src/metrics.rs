@@ -70,6 +70,7 @@ pub struct Metrics {
     api_errors: Family<Labels, Counter>,
     fights: Family<Labels, Counter>,
     paced: Family<Labels, Counter>,
+    status_dropped: Family<Labels, Counter>,
     reviews_paced: Family<Labels, Counter>,
     contested: Family<Labels, Gauge>,
     rest_requests: Family<Labels, Counter>,
@@ -125,6 +126,7 @@ impl Metrics {
             api_errors: Family::default(),
             fights: Family::default(),
             paced: Family::default(),
+            status_dropped: Family::default(),
             reviews_paced: Family::default(),
             contested: Family::default(),
             rest_requests: Family::default(),
@@ -239,6 +241,11 @@ impl Metrics {
             "reconhost_writes_paced",
             "Reconciles whose writes waited because the plugin or the parent wrote too often",
             m.paced.clone(),
+        );
+        r.register(
+            "reconhost_status_fields_dropped",
+            "Fields of a plugin's status that the parent kind's schema does not declare, dropped from the status written (up to 16 named per write)",
+            m.status_dropped.clone(),
         );
         r.register(
             "reconhost_access_reviews_paced",
@@ -358,6 +365,7 @@ impl Metrics {
             api_errors: self.api_errors.clone(),
             fights: self.fights.get_or_create_owned(&p),
             paced: self.paced.get_or_create_owned(&p),
+            status_dropped: self.status_dropped.get_or_create_owned(&p),
             contested: self.contested.get_or_create_owned(&p),
         }
     }
@@ -551,6 +559,7 @@ pub struct PluginMetrics {
     api_errors: Family<Labels, Counter>,
     fights: Counter,
     paced: Counter,
+    status_dropped: Counter,
     contested: Gauge,
 }
 
@@ -589,6 +598,13 @@ impl PluginMetrics {
     /// Counts a reconcile whose writes had to wait for the write pace.
     pub fn paced(&self) {
         self.paced.inc();
+    }
+
+    /// Counts fields dropped from a status written, because the parent kind does not declare
+    /// them.
+    pub fn status_dropped(&self, fields: usize) {
+        self.status_dropped
+            .inc_by(u64::try_from(fields).unwrap_or(u64::MAX));
     }
 
     /// Sets how many of the plugin's children are contested.

@@ -18,6 +18,7 @@
 //!   `Synced` condition (True after a successful reconcile, False with the error after a failed one).
 
 pub mod owned;
+pub mod prune;
 pub mod status_fields;
 
 use serde::Serialize;
@@ -83,6 +84,10 @@ pub struct Plan {
     /// A change to the finalizer, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finalizer: Option<FinalizerAction>,
+    /// Fields of the plugin's status the parent kind's schema does not declare, left out of
+    /// `status` ([`prune::prune`]'s paths).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
 }
 
 impl ChildPlan {
@@ -168,7 +173,7 @@ pub fn plan(
     }
 
     let current_status = parent.get("status").cloned().unwrap_or(Value::Null);
-    let new_status = status(parent, desired, &current_status, fields, now);
+    let (new_status, dropped) = status(parent, desired, &current_status, fields, now);
     let status = (new_status != current_status).then_some(new_status);
 
     let has_finalizer = info.holds_finalizer(parent);
@@ -184,6 +189,7 @@ pub fn plan(
         children,
         status,
         finalizer,
+        dropped,
     }
 }
 
@@ -294,20 +300,25 @@ pub fn with_failure(
     Value::Object(with)
 }
 
-/// The full status the host writes: the plugin's fields, observedGeneration, merged conditions
-/// (the last two as far as the kind admits them).
+/// The full status the host writes: the plugin's fields as far as the kind declares them,
+/// observedGeneration, merged conditions (the last two as far as the kind admits them); and
+/// where the plugin's fields the kind does not declare were.
 fn status(
     parent: &Value,
     desired: &Desired,
     current: &Value,
     fields: &StatusFields,
     now: &str,
-) -> Value {
-    let mut status = match (&desired.status, current) {
-        (Some(Value::Object(s)), _) => s.clone(),
+) -> (Value, Vec<String>) {
+    let (mut status, dropped) = match (&desired.status, current) {
+        (Some(Value::Object(s)), _) => {
+            let mut status = s.clone();
+            let dropped = fields.prune(&mut status);
+            (status, dropped)
+        }
         // No status from the plugin: keep what is there, so conditions can still be updated.
-        (None, Value::Object(c)) => c.clone(),
-        _ => Map::new(),
+        (None, Value::Object(c)) => (c.clone(), Vec::new()),
+        _ => (Map::new(), Vec::new()),
     };
     if let Some(generation) = parent["metadata"]["generation"].as_i64()
         && fields.observed_generation
@@ -315,7 +326,7 @@ fn status(
         status.insert("observedGeneration".into(), json!(generation));
     }
     let Some(condition_fields) = fields.conditions.as_deref() else {
-        return Value::Object(status);
+        return (Value::Object(status), dropped);
     };
     let mut conditions = desired.conditions.clone();
     if !conditions.iter().any(|c| c.type_ == SYNCED) {
@@ -323,7 +334,7 @@ fn status(
     }
     let merged = merge_conditions(parent, current, current, &conditions, condition_fields, now);
     status.insert("conditions".into(), Value::Array(merged));
-    Value::Object(status)
+    (Value::Object(status), dropped)
 }
 
 /// The conditions of `base` with `conditions` merged in by type, each with the fields the kind
@@ -630,6 +641,7 @@ mod tests {
         let none = StatusFields {
             observed_generation: false,
             conditions: None,
+            schema: None,
         };
         let mut d = desired(vec![]);
         d.status = Some(json!({"phase": "Ready"}));
@@ -646,10 +658,39 @@ mod tests {
     }
 
     #[test]
+    fn the_plugins_undeclared_status_fields_should_be_dropped_and_named_without_churn() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object"},
+            "status": {"type": "object", "properties": {
+                "phase": {"type": "string"},
+                "active": {"type": "object", "properties": {"replicas": {"type": "integer"}}},
+                "observedGeneration": {"type": "integer"},
+            }},
+        }});
+        let fields = StatusFields::from_schema(&schema);
+        let mut d = desired(vec![]);
+        d.status = Some(json!({"phase": "Green",
+                               "active": {"replicas": 2, "terminatingReplicas": 1}}));
+        let first = plan(&info(), &fields, &parent(), &d, &[], "T0");
+        assert_eq!(
+            first.status,
+            Some(json!({"phase": "Green", "active": {"replicas": 2}, "observedGeneration": 3}))
+        );
+        assert_eq!(first.dropped, ["status.active.terminatingReplicas"]);
+        // The API server holds the pruned status: the same answer again writes nothing.
+        let mut p = parent();
+        p["status"] = first.status.unwrap();
+        let again = plan(&info(), &fields, &p, &d, &[], "T1");
+        assert_eq!(again.status, None, "steady");
+        assert_eq!(again.dropped, ["status.active.terminatingReplicas"]);
+    }
+
+    #[test]
     fn conditions_should_carry_only_the_fields_the_kind_declares() {
         let some = StatusFields {
             observed_generation: false,
             conditions: Some(vec!["type", "status", "message"]),
+            schema: None,
         };
         let status = plan(&info(), &some, &parent(), &desired(vec![]), &[], "T0")
             .status

@@ -152,6 +152,7 @@ mod tests {
             }],
             status: None,
             finalizer: None,
+            dropped: Vec::new(),
         }
     }
 

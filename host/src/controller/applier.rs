@@ -31,14 +31,6 @@ use crate::planner::{Action, ChildPlan, FinalizerAction, Plan};
 /// What the API server says of an applied field its schema does not declare.
 const UNDECLARED_FIELD: &str = "field not declared in schema";
 
-/// That message for the host's own status fields. The host sends them only when it has read
-/// the kind's schema declaring them. Whole messages, so that a key of a plugin's status that
-/// merely starts like one does not count.
-const HOST_FIELDS_UNDECLARED: [&str; 2] = [
-    ".status.conditions: field not declared in schema",
-    ".status.observedGeneration: field not declared in schema",
-];
-
 /// An API call the applier made failed.
 #[derive(Debug, thiserror::Error)]
 #[error("{verb} {target}: {}", said(.source))]
@@ -71,14 +63,12 @@ impl ApplyError {
     /// every time.
     pub fn is_retryable(&self) -> bool {
         match &self.source {
-            // Server-side apply reports a field outside the schema as a 500 (kubernetes#139253):
-            // the plugin's own field fails the same way every time. One of the host's fields,
-            // sent because the CRD now declares it, means the API server's apply schema is still
-            // behind that CRD update (seen within 100 ms of one): it will not be for long.
+            // Server-side apply reports a field outside the schema as a 500 (kubernetes#139253).
+            // In a child, the plugin's field fails the same way every time. A status is pruned
+            // to the CRD's schema first, so there it means the API server's apply schema is
+            // still behind a CRD update (seen within 100 ms of one): it will not be for long.
             kube::Error::Api(status) if status.message.contains(UNDECLARED_FIELD) => {
-                HOST_FIELDS_UNDECLARED
-                    .iter()
-                    .any(|said| status.message.contains(said))
+                self.verb == "status"
             }
             kube::Error::Api(status) => {
                 matches!(status.code, 403 | 409 | 429) || status.code >= 500 || status.code == 0
@@ -211,11 +201,21 @@ impl Applier {
         } else {
             on_failed(&outcome.failed)
         };
+        let releasing =
+            plan.finalizer == Some(FinalizerAction::Remove) && outcome.failed.is_empty();
         if let Some(status) = &status {
-            let object = self.status(parent, status).await?;
-            parent_written(Some(object), &mut outcome);
+            match self.status(parent, status).await {
+                Ok(object) => parent_written(Some(object), &mut outcome),
+                // The parent is going: its cleanup is done, and a status it cannot hold must
+                // not keep it from being deleted.
+                Err(error) if releasing => {
+                    warn!(plugin = %self.info.name, %error,
+                          "writing the status of a finalized parent failed; removing the finalizer all the same");
+                }
+                Err(error) => return Err(error),
+            }
         }
-        if plan.finalizer == Some(FinalizerAction::Remove) && outcome.failed.is_empty() {
+        if releasing {
             let object = self.finalizer(parent, FinalizerAction::Remove).await?;
             parent_written(object, &mut outcome);
         }
@@ -464,34 +464,30 @@ mod tests {
     }
 
     #[test]
-    fn an_undeclared_field_should_not_be_retried_although_it_is_a_500() {
+    fn an_undeclared_field_in_a_child_should_not_be_retried_although_it_is_a_500() {
         let error = refused(
             500,
             "InternalError",
-            ".status.colour: field not declared in schema",
+            ".data.colour: field not declared in schema",
         );
         assert!(!error.is_retryable());
         assert!(refused(500, "InternalError", "etcd timeout").is_retryable());
     }
 
     #[test]
-    fn an_undeclared_host_field_should_be_retried_as_the_api_server_catching_up() {
-        for field in [".status.conditions", ".status.observedGeneration"] {
-            let error = refused(
-                500,
-                "InternalError",
-                &format!(
-                    "failed to create typed patch object (/two; test.reconhost.dev/v1, Kind=Legacy): {field}: field not declared in schema"
-                ),
-            );
+    fn an_undeclared_field_in_a_pruned_status_should_be_retried_as_the_api_server_catching_up() {
+        for field in [".status.conditions", ".status.phase"] {
+            let error = ApplyError {
+                verb: "status",
+                ..refused(
+                    500,
+                    "InternalError",
+                    &format!(
+                        "failed to create typed patch object (/two; test.reconhost.dev/v1, Kind=Legacy): {field}: field not declared in schema"
+                    ),
+                )
+            };
             assert!(error.is_retryable(), "{field}");
         }
-        // A plugin's own status key that starts like the host's is still the plugin's error.
-        let error = refused(
-            500,
-            "InternalError",
-            ".status.conditionsOfMine: field not declared in schema",
-        );
-        assert!(!error.is_retryable());
     }
 }

@@ -325,7 +325,9 @@ impl Reconciler {
                 self.observe(outcome.written);
                 if wrote_status && plan.status.is_some() {
                     self.say_missing_fields(&request.parent).await;
+                    self.metrics.status_dropped(plan.dropped.len());
                 }
+                self.say_dropped(&request.parent, &plan.dropped).await;
                 outcome.failed
             }
             Err(error) => return self.apply_failed(key, &request.parent, error).await,
@@ -493,6 +495,7 @@ impl Reconciler {
             children: Vec::new(),
             status: None,
             finalizer: Some(planner::FinalizerAction::Remove),
+            dropped: Vec::new(),
         };
         match self.applier.apply(parent, &plan, |_| None).await {
             Ok(outcome) => {

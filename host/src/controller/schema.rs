@@ -6,8 +6,9 @@
 //! What the kind lacks is said once per change of the schema: a log line, and a Warning event on
 //! the first parent written after it.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use futures::StreamExt as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -26,7 +27,13 @@ pub struct ParentSchema {
     fields: RwLock<StatusFields>,
     /// Whether what the schema lacks has been said since it last changed.
     said: AtomicBool,
+    /// The dropped status fields said since the schema last changed.
+    dropped: Mutex<BTreeSet<String>>,
 }
+
+/// How many dropped fields a kind remembers having said: past that, new ones are still pruned
+/// and counted, not said, so plugins inventing keys cannot grow the host's memory.
+const MAX_SAID_DROPPED: usize = 256;
 
 impl ParentSchema {
     /// A schema admitting `fields` for the parent kind named `kind`.
@@ -35,6 +42,7 @@ impl ParentSchema {
             kind: kind.into(),
             fields: RwLock::new(fields),
             said: AtomicBool::new(false),
+            dropped: Mutex::new(BTreeSet::new()),
         };
         schema.log();
         schema
@@ -52,6 +60,17 @@ impl ParentSchema {
         (!self.said.swap(true, Ordering::Relaxed)).then_some(missing)
     }
 
+    /// Those of `dropped` (paths of a plugin's status the schema does not declare) not said
+    /// since the schema last changed, now counted as said.
+    pub fn unsaid_dropped(&self, dropped: &[String]) -> Vec<String> {
+        let mut said = self.dropped.lock().expect("schema lock poisoned");
+        dropped
+            .iter()
+            .filter(|path| said.len() < MAX_SAID_DROPPED && said.insert((*path).clone()))
+            .cloned()
+            .collect()
+    }
+
     /// Takes a new version of the schema; returns whether the fields changed.
     fn update(&self, fields: StatusFields) -> bool {
         {
@@ -62,6 +81,7 @@ impl ParentSchema {
             *current = fields;
         }
         self.said.store(false, Ordering::Relaxed);
+        self.dropped.lock().expect("schema lock poisoned").clear();
         self.log();
         true
     }
@@ -132,5 +152,40 @@ pub struct WatchHandle(JoinHandle<()>);
 impl Drop for WatchHandle {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn paths(paths: &[&str]) -> Vec<String> {
+        paths.iter().map(|p| (*p).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_dropped_field_should_be_said_once_until_the_schema_changes() {
+        let schema = ParentSchema::new("Legacy", StatusFields::all());
+        let first = paths(&["status.a", "status.b"]);
+        assert_eq!(schema.unsaid_dropped(&first), first);
+        assert!(schema.unsaid_dropped(&first).is_empty());
+        assert_eq!(
+            schema.unsaid_dropped(&paths(&["status.a", "status.c"])),
+            paths(&["status.c"])
+        );
+        let narrower = StatusFields::from_schema(&json!({"type": "object"}));
+        assert!(schema.update(narrower));
+        assert_eq!(schema.unsaid_dropped(&first), first);
+    }
+
+    #[test]
+    fn what_is_remembered_as_said_should_be_bounded() {
+        let schema = ParentSchema::new("Legacy", StatusFields::all());
+        let many: Vec<String> = (0..MAX_SAID_DROPPED + 10)
+            .map(|i| format!("status.k{i}"))
+            .collect();
+        assert_eq!(schema.unsaid_dropped(&many).len(), MAX_SAID_DROPPED);
+        assert!(schema.unsaid_dropped(&many).is_empty());
     }
 }

@@ -169,6 +169,7 @@ mod tests {
             children,
             status,
             finalizer: None,
+            dropped: Vec::new(),
         }
     }
 

@@ -8,7 +8,11 @@
 //! declares (or leaves open with `x-kubernetes-preserve-unknown-fields`), down to the fields of a
 //! condition.
 
-use serde_json::Value;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::prune::{self, Node};
 
 /// The fields of a condition the host writes, in the order of `metav1.Condition`.
 pub const CONDITION_FIELDS: [&str; 6] = [
@@ -29,6 +33,9 @@ pub struct StatusFields {
     /// [`CONDITION_FIELDS`]); `None` when conditions cannot be written at all, including a
     /// condition schema without `type` or `status`.
     pub conditions: Option<Vec<&'static str>>,
+    /// The status schema the plugin's own fields are pruned to ([`prune`]); `None` when
+    /// anything goes (no schema, or one that preserves unknown fields at `status`).
+    pub schema: Option<Arc<Value>>,
 }
 
 impl StatusFields {
@@ -37,6 +44,7 @@ impl StatusFields {
         Self {
             observed_generation: true,
             conditions: Some(CONDITION_FIELDS.to_vec()),
+            schema: None,
         }
     }
 
@@ -70,9 +78,31 @@ impl StatusFields {
                     .collect();
                 (fields.contains(&"type") && fields.contains(&"status")).then_some(fields)
             });
+        let schema = match status {
+            // Open below `status` and naming nothing there: nothing to prune.
+            Some(Node::Declared(status))
+                if status["x-kubernetes-preserve-unknown-fields"] == true
+                    && status.get("properties").is_none() =>
+            {
+                None
+            }
+            Some(Node::Declared(status)) => Some(Arc::new(status.clone())),
+            // A status the schema does not declare at all has no fields to keep.
+            None => Some(Arc::new(Value::Null)),
+            Some(Node::Anything) => None,
+        };
         Self {
             observed_generation,
             conditions,
+            schema,
+        }
+    }
+
+    /// Drops from the plugin's `status` what the schema does not declare; returns where.
+    pub fn prune(&self, status: &mut Map<String, Value>) -> Vec<String> {
+        match &self.schema {
+            Some(schema) => prune::prune(schema, status),
+            None => Vec::new(),
         }
     }
 
@@ -92,43 +122,6 @@ impl StatusFields {
             ),
         }
         (!missing.is_empty()).then(|| missing.join(", "))
-    }
-}
-
-/// A place in a structural schema: a declared subschema, or anything at all (below
-/// `x-kubernetes-preserve-unknown-fields`).
-#[derive(Clone, Copy)]
-enum Node<'a> {
-    Declared(&'a Value),
-    Anything,
-}
-
-impl<'a> Node<'a> {
-    /// The schema of the object field `name`, if it may be written.
-    fn field(self, name: &str) -> Option<Node<'a>> {
-        let Node::Declared(schema) = self else {
-            return Some(Node::Anything);
-        };
-        if let Some(field) = schema["properties"].get(name) {
-            return Some(Node::Declared(field));
-        }
-        match &schema["additionalProperties"] {
-            Value::Object(_) => return Some(Node::Declared(&schema["additionalProperties"])),
-            Value::Bool(true) => return Some(Node::Anything),
-            _ => {}
-        }
-        (schema["x-kubernetes-preserve-unknown-fields"] == true).then_some(Node::Anything)
-    }
-
-    /// The schema of an array's items, if it is an array.
-    fn items(self) -> Option<Node<'a>> {
-        match self {
-            Node::Anything => Some(Node::Anything),
-            Node::Declared(schema) if schema["type"] == "array" => {
-                Some(schema.get("items").map_or(Node::Anything, Node::Declared))
-            }
-            Node::Declared(_) => None,
-        }
     }
 }
 
@@ -155,7 +148,10 @@ mod tests {
             "observedGeneration": {"type": "integer"},
             "conditions": condition_schema(&CONDITION_FIELDS),
         }}));
-        assert_eq!(StatusFields::from_schema(&schema), StatusFields::all());
+        let fields = StatusFields::from_schema(&schema);
+        assert!(fields.observed_generation);
+        assert_eq!(fields.conditions, StatusFields::all().conditions);
+        assert_eq!(fields.missing(), None);
         assert_eq!(StatusFields::all().missing(), None);
     }
 
@@ -164,13 +160,8 @@ mod tests {
         let schema =
             with_status(json!({"type": "object", "properties": {"phase": {"type": "string"}}}));
         let fields = StatusFields::from_schema(&schema);
-        assert_eq!(
-            fields,
-            StatusFields {
-                observed_generation: false,
-                conditions: None
-            }
-        );
+        assert!(!fields.observed_generation);
+        assert_eq!(fields.conditions, None);
         assert_eq!(
             fields.missing().as_deref(),
             Some("status.observedGeneration, status.conditions")
@@ -222,6 +213,37 @@ mod tests {
                 with_status(json!({"type": "object", "properties": {"conditions": conditions}}));
             assert_eq!(StatusFields::from_schema(&schema).conditions, None);
         }
+    }
+
+    #[test]
+    fn the_plugins_fields_should_be_pruned_to_the_status_schema_only_where_there_is_one() {
+        let mut status = serde_json::Map::new();
+        status.insert("phase".into(), json!("Ready"));
+        status.insert("colour".into(), json!("blue"));
+        let declared =
+            with_status(json!({"type": "object", "properties": {"phase": {"type": "string"}}}));
+        let mut pruned = status.clone();
+        assert_eq!(
+            StatusFields::from_schema(&declared).prune(&mut pruned),
+            ["status.colour"]
+        );
+        assert_eq!(Value::Object(pruned), json!({"phase": "Ready"}));
+
+        let open =
+            with_status(json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+        for fields in [StatusFields::from_schema(&open), StatusFields::all()] {
+            let mut kept = status.clone();
+            assert!(fields.prune(&mut kept).is_empty());
+            assert_eq!(kept, status);
+        }
+
+        let undeclared = json!({"type": "object", "properties": {"spec": {"type": "object"}}});
+        let mut emptied = status.clone();
+        assert_eq!(
+            StatusFields::from_schema(&undeclared).prune(&mut emptied),
+            ["status.colour", "status.phase"]
+        );
+        assert!(emptied.is_empty());
     }
 
     #[test]

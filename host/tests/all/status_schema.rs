@@ -1,15 +1,18 @@
-//! Parents whose CRD does not declare the host's status fields (`conditions`,
-//! `observedGeneration`), as CRDs written for other controllers often do: the host still writes
-//! the plugin's status, says once what it cannot show, does not loop on a status the API server
-//! refuses, tries again when an input changes, and picks up a CRD upgraded to declare the fields.
+//! Parents whose CRD does not declare every field of their status: the host's own
+//! (`conditions`, `observedGeneration`), as CRDs written for other controllers often do, or the
+//! plugin's (a field copied from a newer Kubernetes). The host drops what the schema does not
+//! declare and writes the rest, says once what it dropped, does not loop on a status the API
+//! server refuses, tries again when an input changes, removes its finalizer even when the last
+//! status is refused, and picks up a CRD upgraded to declare the fields.
 //!
-//! One test: it owns the `Legacy` CRD and changes it.
+//! Each test owns its CRD (`Legacy`, `BlueGreen`) and changes it.
 
 use crate::common;
 
 use common::{CONVERGE, World, condition, get};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use reconhost_tests::host::sample;
 use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
@@ -61,22 +64,27 @@ fn upgraded_fields() -> Value {
     fields
 }
 
-async fn install_crd(client: &kube::Client) -> Api<CustomResourceDefinition> {
+/// Installs `crd` (named `name`), replacing one left by an earlier run on a kept control plane,
+/// and waits until it is served.
+async fn install_crd(
+    client: &kube::Client,
+    name: &str,
+    crd: Value,
+) -> Api<CustomResourceDefinition> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    // Left by an earlier run on a kept control plane.
-    if crds.get_opt(CRD).await.expect("reading the CRD").is_some() {
-        crds.delete(CRD, &DeleteParams::default()).await.ok();
+    if crds.get_opt(name).await.expect("reading the CRD").is_some() {
+        crds.delete(name, &DeleteParams::default()).await.ok();
         eventually(CONVERGE, "the old CRD to go", || async {
-            crds.get_opt(CRD).await.ok()?.is_none().then_some(())
+            crds.get_opt(name).await.ok()?.is_none().then_some(())
         })
         .await;
     }
-    let crd = serde_json::from_value(legacy_crd(legacy_fields())).expect("a CRD");
+    let crd = serde_json::from_value(crd).expect("a CRD");
     crds.create(&PostParams::default(), &crd)
         .await
-        .expect("creating the Legacy CRD");
-    eventually(CONVERGE, "the Legacy CRD to be established", || async {
-        let crd = crds.get(CRD).await.ok()?;
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+    eventually(CONVERGE, &format!("{name} to be established"), || async {
+        let crd = crds.get(name).await.ok()?;
         let established = crd
             .status?
             .conditions?
@@ -147,7 +155,7 @@ fn legacy(name: &str) -> Value {
 #[tokio::test]
 async fn a_kind_without_the_hosts_status_fields_should_get_the_plugins_status_and_no_loop() {
     let world = World::new("status-schema").await;
-    let crds = install_crd(&world.client).await;
+    let crds = install_crd(&world.client, CRD, legacy_crd(legacy_fields())).await;
     let _host = world.host(&["status-legacy"], &[]).await;
 
     // The plugin's status is written, without the fields the kind does not declare.
@@ -201,24 +209,8 @@ async fn a_kind_without_the_hosts_status_fields_should_get_the_plugins_status_an
         .await;
     world.status_of("one", |s| s["phase"] == "Ready").await;
 
-    // A field of the plugin's own the schema does not declare: refused (a 500 from server-side
-    // apply), shown, and not retried in a loop.
-    world
-        .merge(
-            &world.legacies(),
-            "two",
-            json!({"spec": {"extraStatus": {"colour": "blue"}}}),
-        )
-        .await;
-    let note = world.warning("two", "ApplyError").await;
-    assert!(note.contains("field not declared in schema"), "{note}");
-    let mark = world.host_writes_about("two").len();
-    world.round_on("one", "s3").await;
-    assert_eq!(
-        world.host_writes_about("two").len(),
-        mark,
-        "the host retried a status its kind cannot hold"
-    );
+    // Fields of the plugin's own the schema does not declare: dropped (server-side apply would
+    // refuse the whole status), the rest written, said once, and no write loop over them.
     world
         .merge(
             &world.config_maps(),
@@ -230,11 +222,23 @@ async fn a_kind_without_the_hosts_status_fields_should_get_the_plugins_status_an
         .merge(
             &world.legacies(),
             "two",
-            json!({"spec": {"extraStatus": null}}),
+            json!({"spec": {"extraStatus": {"colour": "blue", "shade": {"deep": true}}}}),
         )
         .await;
     let two = world.status_of("two", |s| s["phase"] == "Ready").await;
-    assert!(two["status"].get("colour").is_none(), "{two}");
+    assert_eq!(two["status"], json!({"phase": "Ready"}), "{two}");
+    let note = world.warning("two", "StatusFieldsDropped").await;
+    assert!(
+        note.contains("Legacy") && note.contains("status.colour, status.shade"),
+        "{note}"
+    );
+    let mark = world.host_writes_about("two").len();
+    world.round_on("one", "s3").await;
+    assert_eq!(
+        world.host_writes_about("two").len(),
+        mark,
+        "the host wrote again a status it had already pruned"
+    );
 
     // The CRD upgraded to declare the host's fields: every parent gets them, untouched.
     let mut crd = legacy_crd(upgraded_fields());
@@ -263,5 +267,140 @@ async fn a_kind_without_the_hosts_status_fields_should_get_the_plugins_status_an
         assert_eq!(parent["status"]["phase"], "Ready");
     }
 
+    // A parent whose last status the API server refuses still goes when deleted: the host's
+    // finalizer does not wait on that write.
+    world
+        .merge(
+            &world.config_maps(),
+            "one",
+            json!({"data": {"phase": "Bogus"}}),
+        )
+        .await;
+    let parent = get(&world.legacies(), "one").await.expect("one");
+    assert_eq!(
+        parent["metadata"]["finalizers"],
+        json!(["reconhost.dev/status-legacy"]),
+        "{parent}"
+    );
+    world
+        .legacies()
+        .delete("one", &DeleteParams::default())
+        .await
+        .expect("deleting one");
+    eventually(CONVERGE, "one to be gone", || async {
+        get(&world.legacies(), "one").await.is_none().then_some(())
+    })
+    .await;
+
     crds.delete(CRD, &DeleteParams::default()).await.ok();
+}
+
+const BLUE_GREEN_CRD: &str = "bluegreens.test.reconhost.dev";
+
+/// A CRD written for an older Kubernetes: its `status.replicas` copies a ReplicaSet's without
+/// `terminatingReplicas` (added in 1.35). It declares the host's fields.
+fn blue_green_crd() -> Value {
+    let mut status = upgraded_fields();
+    status.as_object_mut().expect("fields").remove("phase");
+    for field in ["phase", "liveVersion", "liveColour", "targetVersion"] {
+        status[field] = json!({"type": "string"});
+    }
+    status["history"] = json!({"type": "array", "items": {"type": "string"}});
+    status["replicas"] = json!({"type": "object", "properties": {"replicas": {"type": "integer"}}});
+    let mut crd = legacy_crd(status);
+    crd["metadata"]["name"] = json!(BLUE_GREEN_CRD);
+    crd["spec"]["names"] = json!({"kind": "BlueGreen", "plural": "bluegreens",
+        "singular": "bluegreen", "listKind": "BlueGreenList"});
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] =
+        json!({"type": "object", "properties": {"version": {"type": "string"}}});
+    crd
+}
+
+#[tokio::test]
+async fn a_state_machine_in_status_should_make_every_transition_with_a_field_dropped() {
+    let world = World::new("status-bluegreen").await;
+    let crds = install_crd(&world.client, BLUE_GREEN_CRD, blue_green_crd()).await;
+    let host = world.host(&["status-bluegreen"], &[]).await;
+    let apps = world.api("test.reconhost.dev", "v1", "BlueGreen", "bluegreens");
+    let live_on = |version: &'static str| {
+        let apps = apps.clone();
+        async move {
+            eventually(
+                CONVERGE,
+                &format!("app to be live on {version}"),
+                || async {
+                    let app = get(&apps, "app").await?;
+                    let status = &app["status"];
+                    (status["phase"] == "Live" && status["liveVersion"] == version).then_some(app)
+                },
+            )
+            .await
+        }
+    };
+
+    world
+        .create(
+            &apps,
+            json!({"apiVersion": "test.reconhost.dev/v1", "kind": "BlueGreen",
+                   "metadata": {"name": "app"}, "spec": {"version": "v1"}}),
+        )
+        .await;
+    let app = live_on("v1").await;
+    let cycle = ["Deploying", "Switching", "Retiring", "Live"];
+    assert_eq!(app["status"]["history"], json!(cycle), "{app}");
+    assert_eq!(app["status"]["liveColour"], "blue");
+    assert_eq!(app["status"]["replicas"], json!({"replicas": 1}), "{app}");
+    assert_eq!(condition(&app, "Synced").expect("Synced")["status"], "True");
+    let blue = get(&world.config_maps(), "app-blue")
+        .await
+        .expect("app-blue");
+    assert_eq!(blue["data"]["version"], "v1");
+    let note = world.warning("app", "StatusFieldsDropped").await;
+    assert!(
+        note.contains("BlueGreen") && note.contains("status.replicas.terminatingReplicas"),
+        "{note}"
+    );
+
+    world
+        .merge(&apps, "app", json!({"spec": {"version": "v2"}}))
+        .await;
+    let app = live_on("v2").await;
+    assert_eq!(
+        app["status"]["history"],
+        json!([cycle, cycle].concat()),
+        "{app}"
+    );
+    assert_eq!(app["status"]["liveColour"], "green");
+    let green = get(&world.config_maps(), "app-green")
+        .await
+        .expect("app-green");
+    assert_eq!(green["data"]["version"], "v2");
+    eventually(CONVERGE, "app-blue to be retired", || async {
+        get(&world.config_maps(), "app-blue")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // Said once, counted at every status written (eight transitions).
+    let said = world
+        .events_for("app")
+        .await
+        .into_iter()
+        .filter(|(_, reason, _)| reason == "StatusFieldsDropped")
+        .count();
+    assert_eq!(said, 1);
+    let metrics = host.metrics().await.expect("metrics");
+    let dropped = sample(
+        &metrics,
+        "reconhost_status_fields_dropped_total",
+        &[("plugin", "status-bluegreen")],
+    )
+    .expect("the dropped-fields counter");
+    assert!(dropped >= 8.0, "{dropped}");
+
+    crds.delete(BLUE_GREEN_CRD, &DeleteParams::default())
+        .await
+        .ok();
 }

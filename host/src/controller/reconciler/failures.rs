@@ -97,6 +97,29 @@ impl Reconciler {
         }
     }
 
+    /// Says once per change of the parent kind's schema, in a log line and a Warning event on
+    /// the parent where it was first seen, each field of the plugin's status the kind does not
+    /// declare and the host therefore dropped (`dropped`, from the plan).
+    pub(super) async fn say_dropped(&self, parent: &Value, dropped: &[String]) {
+        let unsaid = self.wiring.schema().unsaid_dropped(dropped);
+        if unsaid.is_empty() {
+            return;
+        }
+        let kind = &self.wiring.parents().kind().resource.kind;
+        let fields = unsaid.join(", ");
+        warn!(plugin = %self.plugin.info().name, parent = %object_ref(parent), %kind, %fields,
+              "the kind's status schema does not declare fields of the plugin's status; the host drops them");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "StatusFieldsDropped".into(),
+            message: format!(
+                "the CustomResourceDefinition of {kind} does not declare {fields}: the host writes plugin {}'s status without them",
+                self.plugin.info().name
+            ),
+        };
+        self.applier.events(parent, &[event]).await;
+    }
+
     /// Shows a failure on the parent: `Synced=False` with the message (where the kind has
     /// conditions), and a Warning event.
     pub(super) async fn report(&self, parent: &Value, reason: &str, message: &str) {

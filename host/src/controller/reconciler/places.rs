@@ -107,6 +107,7 @@ mod tests {
             children,
             status: None,
             finalizer: None,
+            dropped: Vec::new(),
         }
     }
 

@@ -2,7 +2,8 @@
 //! `phase` and little else) with one ConfigMap child. `status.phase` is copied from the child's
 //! `data.phase`, a key the plugin does not set, so a test can change the input the status is
 //! computed from without touching the parent; `spec.extraStatus` is merged into the status, so
-//! a test can make the plugin write a field the schema does not declare.
+//! a test can make the plugin write a field the schema does not declare. It holds a finalizer
+//! and finalizes at once, so a test can delete a parent whose last status is refused.
 #![allow(missing_docs, reason = "a test fixture")]
 
 use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, json};
@@ -16,6 +17,7 @@ impl Reconciler for Plugin {
             Kind::new("test.reconhost.dev/v1", "Legacy"),
         )
         .child(Kind::new("v1", "ConfigMap"))
+        .finalizer()
     }
 
     fn reconcile(request: Request) -> Result<Response, Error> {
@@ -31,7 +33,7 @@ impl Reconciler for Plugin {
                 status[k] = v.clone();
             }
         }
-        Ok(Response::new()
+        let response = Response::new()
             .child(json!({
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
@@ -39,7 +41,13 @@ impl Reconciler for Plugin {
                 "data": {"seed": request.spec_str("seed").unwrap_or("")},
             }))
             .status(status)
-            .ready(true, "Copied", &format!("phase {phase}")))
+            .ready(true, "Copied", &format!("phase {phase}"));
+        // Nothing to clean up; the status computed on the way out is written like any other.
+        Ok(if request.finalizing {
+            response.finalized()
+        } else {
+            response
+        })
     }
 }
 
