@@ -10,8 +10,6 @@
 //! Environment: `CONVERGE_PARENTS` (default 1000), `CONVERGE_WORKERS` (default 4, the host's
 //! `--max-concurrent-reconciles` and the operator's concurrency), `CONVERGE_ROUNDS` (default 2).
 
-#[path = "../tests/all/common/mod.rs"]
-mod common;
 #[path = "measure/mod.rs"]
 #[allow(dead_code, reason = "the fleet benchmark uses the rest")]
 mod measure;
@@ -22,8 +20,8 @@ use reconhost_tests::bench::env_or;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::World;
 use reconhost_tests::process::Component;
+use reconhost_tests::world::World;
 
 /// The two ways of running the same reconcile logic.
 #[derive(Debug, Clone, Copy, PartialEq)]

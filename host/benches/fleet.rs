@@ -13,8 +13,6 @@
 //! (the host's plugins built from `runtime-lean-webapp` instead: the same logic without
 //! `serde_json::Value` and k8s-openapi; the operators are unchanged).
 
-#[path = "../tests/all/common/mod.rs"]
-mod common;
 #[path = "measure/mod.rs"]
 mod measure;
 #[path = "converge/native.rs"]
@@ -26,9 +24,9 @@ use reconhost_tests::bench::env_or;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::World;
 use kube::api::ListParams;
 use reconhost_tests::process::Component;
+use reconhost_tests::world::World;
 use serde_json::json;
 
 use measure::{ProcessSample, median};

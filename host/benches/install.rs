@@ -7,18 +7,15 @@
 //!
 //! Environment: `INSTALL_ROUNDS` (default 3), `INSTALL_PARENTS` (default 200).
 
-#[path = "../tests/all/common/mod.rs"]
-mod common;
-
 use reconhost_tests::bench::{env_or, until};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::plugins::{digest_of, reconcile_plugins};
-use common::{World, get, plugin};
 use kube::api::{DeleteParams, Patch, PatchParams};
+use reconhost_tests::world::plugins::{digest_of, reconcile_plugins};
+use reconhost_tests::world::{World, get, plugin};
 use serde_json::{Value, json};
 
 fn median(mut xs: Vec<Duration>) -> Duration {

@@ -7,19 +7,17 @@
 //!
 //! Environment: `ROLLOUT_ROUNDS` (default 3), `ROLLOUT_PARENTS` (default 1000).
 
-#[path = "../tests/all/common/mod.rs"]
-mod common;
 #[allow(dead_code, reason = "the other cluster benchmarks use the rest")]
 mod measure;
 
 use reconhost_tests::bench::{env_or, until};
 use std::time::{Duration, Instant};
 
-use common::plugins::{digest_of, reconcile_plugins};
-use common::{World, get, plugin};
 use futures::StreamExt as _;
 use kube::api::{DeleteParams, DynamicObject};
 use reconhost_tests::host::{Host, sample};
+use reconhost_tests::world::plugins::{digest_of, reconcile_plugins};
+use reconhost_tests::world::{World, get, plugin};
 use serde_json::{Value, json};
 
 const RP: &str = "canary.test.reconhost.dev";

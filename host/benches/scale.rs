@@ -9,8 +9,6 @@
 //! `--sync-period`, default 120: long enough for its first pass to end first),
 //! `SCALE_LATENCY_SAMPLES` (default 200).
 
-#[path = "../tests/all/common/mod.rs"]
-mod common;
 #[path = "measure/mod.rs"]
 #[allow(dead_code, reason = "the fleet benchmark uses the rest")]
 mod measure;
@@ -18,12 +16,12 @@ mod measure;
 use reconhost_tests::bench::env_or;
 use std::time::{Duration, Instant};
 
-use common::World;
 use futures::{StreamExt as _, TryStreamExt as _};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use measure::ProcessSample;
 use reconhost_tests::host::{Host, sample};
+use reconhost_tests::world::World;
 use serde_json::{Value, json};
 
 async fn reconciles(host: &Host) -> f64 {

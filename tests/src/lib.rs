@@ -21,6 +21,9 @@
 //! - [`workloads`]: the fake node that kwok runs pods on (for `make run`).
 //! - [`cgroup`]: a memory limit for a host, as a container's.
 //! - [`hostile`]: crafted components that attack whatever processes them.
+//! - [`world`]: what reconhost's integration suites and cluster benchmarks share: [`world::World`]
+//!   (a test's namespace, its hosts and typed helpers), ReconcilePlugins, the chart, the image,
+//!   and the fault suite's load.
 
 pub mod audit;
 pub mod bench;
@@ -37,6 +40,7 @@ pub mod registry;
 pub mod support;
 pub mod toxiproxy;
 pub mod workloads;
+pub mod world;
 
 pub use audit::{AuditEvent, AuditLog};
 pub use cluster::TestCluster;

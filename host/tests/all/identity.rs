@@ -14,7 +14,25 @@ use serde_json::{Value, json};
 const PROBE: [&str; 2] = ["test.reconhost.dev/v1", "Probe"];
 const PROBE_RP: &str = "probe.test.reconhost.dev";
 
-impl World {
+/// The identity suite's steps: Probe parents, their plugin, and RBAC for its ServiceAccount.
+trait IdentityWorld {
+    fn probes(&self) -> kube::Api<kube::api::DynamicObject>;
+
+    async fn create_probe(&self, name: &str, spec: Value) -> Value;
+
+    /// A ReconcilePlugin for Probe running `component`, acting as ServiceAccount `account`.
+    async fn install_probe(&self, component: &str, account: &str, limits: Option<Value>);
+
+    /// A Role in this namespace with these rules, bound to the ServiceAccount.
+    async fn grant(&self, account: &str, role: &str, rules: Value);
+
+    /// What a Probe needs of its own kind, and events.
+    async fn grant_parent(&self, account: &str);
+
+    async fn grant_children(&self, account: &str);
+}
+
+impl IdentityWorld for World {
     fn probes(&self) -> kube::Api<kube::api::DynamicObject> {
         self.api("test.reconhost.dev", "v1", "Probe", "probes")
     }
@@ -28,7 +46,6 @@ impl World {
         .await
     }
 
-    /// A ReconcilePlugin for Probe running `component`, acting as ServiceAccount `account`.
     async fn install_probe(&self, component: &str, account: &str, limits: Option<Value>) {
         self.plugin_config_map(component, &plugin(component)).await;
         let mut rp = self.reconcile_plugin(
@@ -44,7 +61,6 @@ impl World {
         self.apply_plugin(&rp).await;
     }
 
-    /// A Role in this namespace with these rules, bound to the ServiceAccount.
     async fn grant(&self, account: &str, role: &str, rules: Value) {
         let rbac =
             |kind: &str, plural: &str| self.api("rbac.authorization.k8s.io", "v1", kind, plural);
@@ -65,7 +81,6 @@ impl World {
             .expect("a RoleBinding");
     }
 
-    /// What a Probe needs of its own kind, and events.
     async fn grant_parent(&self, account: &str) {
         self.grant(
             account,

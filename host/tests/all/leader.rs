@@ -15,7 +15,18 @@ use serde_json::json;
 
 const LEASE: &str = "reconhost-leader-test";
 
-impl World {
+/// The leader-election suite's steps: host replicas, the lease's holder, each replica's writes.
+trait LeaderWorld {
+    async fn replica(&self, name: &str) -> Host;
+
+    /// The replica (host name) holding the lease.
+    async fn leader(&self) -> Option<String>;
+
+    /// The times of the writes each replica made in this namespace.
+    fn writes_by(&self, replica: &str) -> Vec<String>;
+}
+
+impl LeaderWorld for World {
     async fn replica(&self, name: &str) -> Host {
         let lease_ns = format!("--leader-election-namespace={}", self.namespace);
         let lease_id = format!("--leader-election-id={LEASE}");
@@ -27,7 +38,6 @@ impl World {
         .await
     }
 
-    /// The replica (host name) holding the lease.
     async fn leader(&self) -> Option<String> {
         let api = self.api("coordination.k8s.io", "v1", "Lease", "leases");
         let lease = common::get(&api, LEASE).await?;
@@ -35,7 +45,6 @@ impl World {
         Some(holder.split('_').next()?.to_owned())
     }
 
-    /// The times of the writes each replica made in this namespace.
     fn writes_by(&self, replica: &str) -> Vec<String> {
         let marker = format!("({replica})");
         self.cluster

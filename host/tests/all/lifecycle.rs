@@ -19,7 +19,17 @@ const STAMP_RP: &str = "stamp.test.reconhost.dev";
 const WEBAPP: [&str; 2] = ["examples.reconhost.dev/v1alpha1", "WebApp"];
 const WEBAPP_RP: &str = "webapp.examples.reconhost.dev";
 
-impl World {
+/// The lifecycle suite's steps: Stamp parents and their ReconcilePlugin.
+trait LifecycleWorld {
+    fn stamps(&self) -> kube::Api<kube::api::DynamicObject>;
+
+    async fn create_stamp(&self, name: &str, value: i64);
+
+    /// A ReconcilePlugin for Stamp from ConfigMap `cm`, pinned to `component`'s digest.
+    fn stamp_plugin(&self, cm: &str, component: &str) -> Value;
+}
+
+impl LifecycleWorld for World {
     fn stamps(&self) -> kube::Api<kube::api::DynamicObject> {
         self.api("test.reconhost.dev", "v1", "Stamp", "stamps")
     }
@@ -33,7 +43,6 @@ impl World {
         .await;
     }
 
-    /// A ReconcilePlugin for Stamp from ConfigMap `cm`, pinned to `component`'s digest.
     fn stamp_plugin(&self, cm: &str, component: &str) -> Value {
         self.reconcile_plugin(
             STAMP_RP,

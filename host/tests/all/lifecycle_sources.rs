@@ -36,7 +36,16 @@ fn scratch(world: &World) -> PathBuf {
     dir
 }
 
-impl World {
+/// The sources suite's steps: ConfigMapGenerator parents and the ConfigMaps they generate.
+trait SourcesWorld {
+    fn generators(&self) -> kube::Api<kube::api::DynamicObject>;
+
+    async fn create_generator(&self, name: &str, content: Value);
+
+    async fn generated(&self, name: &str, content: Value);
+}
+
+impl SourcesWorld for World {
     fn generators(&self) -> kube::Api<kube::api::DynamicObject> {
         self.api(
             "examples.reconhost.dev",

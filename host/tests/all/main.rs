@@ -1,6 +1,7 @@
-//! reconhost's integration tests, as one test binary (wasmtime's `tests/all` shape): the shared
-//! helpers and the dependencies are compiled and linked once rather than once per suite, and
-//! the harness keeps both test threads busy across suites instead of idling at the end of each.
+//! reconhost's integration tests, as one test binary (wasmtime's `tests/all` shape): the
+//! dependencies are compiled and linked once rather than once per suite, and the harness keeps
+//! both test threads busy across suites instead of idling at the end of each. The helpers the
+//! suites share with the cluster benchmarks are `reconhost_tests::world`, known here as `common`.
 //!
 //! Every module is a suite; `cargo test --test all -- <suite>::` runs one (`make test-faults`
 //! runs `faults::`). Most suites share the control plane that `make test` starts
@@ -9,7 +10,7 @@
 //! [`common::plugins::exclusive`], since those are cluster-wide. The fault suite starts a control
 //! plane of its own per scenario.
 
-mod common;
+use reconhost_tests::world as common;
 
 mod api;
 mod cluster_scoped;

@@ -21,12 +21,29 @@ use common::{CONVERGE, World, get, plugin};
 const CANARY: [&str; 2] = ["test.reconhost.dev/v1", "Canary"];
 const CANARY_RP: &str = "canary.test.reconhost.dev";
 
-impl World {
+/// The rollout suite's steps: Canaries, their progressive plugin, a v1 host, the rollout phase.
+trait RolloutWorld {
+    fn canaries(&self) -> Api<DynamicObject>;
+
+    /// Canaries `c0000..`, `spec.value` their number, created 16 at a time.
+    async fn create_canaries(&self, count: usize);
+
+    /// The ReconcilePlugin for Canary from ConfigMap `component` (as `plugin_config_map` made
+    /// it), progressive through `steps`.
+    fn canary_plugin(&self, component: &str, steps: Value) -> Value;
+
+    /// A host serving `rollout-v1` for `count` canaries, every child written.
+    async fn serving_v1(&self, count: usize, candidates: &[&str]) -> Host;
+
+    /// Waits (up to `within`) for the ReconcilePlugin's rollout to reach `phase`; returns it.
+    async fn rollout_phase(&self, phase: &str, within: Duration) -> Value;
+}
+
+impl RolloutWorld for World {
     fn canaries(&self) -> Api<DynamicObject> {
         self.api("test.reconhost.dev", "v1", "Canary", "canaries")
     }
 
-    /// Canaries `c0000..`, `spec.value` their number, created 16 at a time.
     async fn create_canaries(&self, count: usize) {
         let api = self.canaries();
         futures::stream::iter(0..count)
@@ -45,8 +62,6 @@ impl World {
             .await;
     }
 
-    /// The ReconcilePlugin for Canary from ConfigMap `component` (as `plugin_config_map` made
-    /// it), progressive through `steps`.
     fn canary_plugin(&self, component: &str, steps: Value) -> Value {
         let mut rp = self.reconcile_plugin(
             CANARY_RP,
@@ -58,7 +73,6 @@ impl World {
         rp
     }
 
-    /// A host serving `rollout-v1` for `count` canaries, every child written.
     async fn serving_v1(&self, count: usize, candidates: &[&str]) -> Host {
         self.service_account("plugin").await;
         for component in std::iter::once(&"rollout-v1").chain(candidates) {
@@ -87,7 +101,6 @@ impl World {
         host
     }
 
-    /// Waits (up to `within`) for the ReconcilePlugin's rollout to reach `phase`; returns it.
     async fn rollout_phase(&self, phase: &str, within: Duration) -> Value {
         let api = reconcile_plugins(&self.client);
         eventually(within, &format!("the rollout {phase}"), || async {

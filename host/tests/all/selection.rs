@@ -14,7 +14,14 @@ use serde_json::{Value, json};
 const ARCHIVE_RP: &str = "archive.examples.reconhost.dev";
 const FINALIZER: &str = "reconhost.dev/archiver";
 
-impl World {
+/// The selection suite's steps: Archive parents and relabelling a parent.
+trait SelectionWorld {
+    async fn relabel(&self, api: &Api<DynamicObject>, name: &str, labels: Value);
+
+    fn archives(&self) -> Api<DynamicObject>;
+}
+
+impl SelectionWorld for World {
     async fn relabel(&self, api: &Api<DynamicObject>, name: &str, labels: Value) {
         api.patch(
             name,

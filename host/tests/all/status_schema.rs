@@ -96,7 +96,22 @@ async fn install_crd(
     crds
 }
 
-impl World {
+/// The status-schema suite's steps: Legacy parents, patches, and waiting on status and events.
+trait StatusSchemaWorld {
+    fn legacies(&self) -> Api<DynamicObject>;
+
+    async fn merge(&self, api: &Api<DynamicObject>, name: &str, patch: Value);
+
+    async fn status_of(&self, name: &str, want: impl Fn(&Value) -> bool) -> Value;
+
+    async fn warning(&self, name: &str, reason: &str) -> String;
+
+    /// Makes the host do a round of work on `other` (a new seed, waited for on its child), so
+    /// that a host still busy with something else would have shown it by then.
+    async fn round_on(&self, other: &str, seed: &str);
+}
+
+impl StatusSchemaWorld for World {
     fn legacies(&self) -> Api<DynamicObject> {
         self.api("test.reconhost.dev", "v1", "Legacy", "legacies")
     }
@@ -130,8 +145,6 @@ impl World {
         .await
     }
 
-    /// Makes the host do a round of work on `other` (a new seed, waited for on its child), so
-    /// that a host still busy with something else would have shown it by then.
     async fn round_on(&self, other: &str, seed: &str) {
         self.merge(&self.legacies(), other, json!({"spec": {"seed": seed}}))
             .await;

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support::eventually;
 use base64::Engine as _;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
 };
-use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
@@ -218,7 +218,7 @@ pub fn has(rp: &Value, type_: &str, status: &str, reason: &str) -> bool {
 
 /// An OCI tool (`oras`, `registry`) from the tool cache.
 pub fn oci_tool(name: &'static str) -> PathBuf {
-    reconhost_tests::binaries::Binaries::oci_tool(name).unwrap_or_else(|e| panic!("{e}"))
+    crate::binaries::Binaries::oci_tool(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Runs a command and returns its stdout, failing the test with its stderr.

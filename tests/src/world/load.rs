@@ -62,8 +62,9 @@ pub fn generators(world: &World) -> Api<DynamicObject> {
 pub struct Churn {
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
-    /// Writes the API server accepted and refused.
+    /// Writes the API server accepted.
     pub accepted: Arc<AtomicU64>,
+    /// Writes that failed or timed out.
     pub refused: Arc<AtomicU64>,
 }
 
@@ -129,7 +130,9 @@ impl Churn {
 /// What a converged namespace holds.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Census {
+    /// The WebApps.
     pub webapps: usize,
+    /// The ConfigMapGenerators.
     pub generators: usize,
 }
 

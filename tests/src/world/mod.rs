@@ -1,6 +1,11 @@
-//! What the control-loop suites share: a host per test, scoped to the test's own namespace on the
-//! shared control plane, and small typed helpers for the example kinds.
-#![allow(dead_code, reason = "each suite uses a different part")]
+//! What the integration suites (host/tests/all) and the cluster benchmarks (host/benches) share:
+//! a host per test, scoped to the test's own namespace on the shared control plane, and small
+//! typed helpers for the example kinds.
+//!
+//! - [`chart`]: helm, kubectl and the chart, for the install suites.
+//! - [`image`]: the image `make image` writes and the Debian image tools, for the image suite.
+//! - [`load`]: parents that keep changing, and the convergence check, for the fault suite.
+//! - [`plugins`]: ReconcilePlugins, their sources and conditions.
 
 pub mod chart;
 pub mod image;
@@ -10,10 +15,10 @@ pub mod plugins;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::TestCluster;
+use crate::host::{Host, HostOptions, sample};
+use crate::support::eventually;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use reconhost_tests::TestCluster;
-use reconhost_tests::host::{Host, HostOptions, sample};
-use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
 /// Generous bound for convergence on a small, busy machine; a limit, not a measurement.
@@ -40,10 +45,34 @@ pub fn plugin(name: &str) -> PathBuf {
     path
 }
 
+/// The `reconhost` binary: the one Cargo built for the integration test or benchmark that runs
+/// (Cargo sets `CARGO_BIN_EXE_reconhost` when it runs them), else the one beside the running
+/// executable (`target/<profile>/reconhost`, for a test binary started by hand).
+fn reconhost_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_reconhost") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the running executable's path");
+    let mut dir = exe.parent().expect("a directory").to_owned();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let path = dir.join("reconhost");
+    assert!(
+        path.is_file(),
+        "{} is missing: run the tests and benchmarks through cargo, or build reconhost",
+        path.display()
+    );
+    path
+}
+
 /// A test's world: the cluster, an admin client, its namespace.
 pub struct World {
+    /// The control plane.
     pub cluster: TestCluster,
+    /// A client with every right on it.
     pub client: kube::Client,
+    /// The test's own namespace.
     pub namespace: String,
 }
 
@@ -57,7 +86,7 @@ impl World {
     /// A world on a given control plane (one a test started for itself).
     pub async fn on(cluster: TestCluster, prefix: &str) -> Self {
         let client = cluster.client().await.expect("a client");
-        let namespace = reconhost_tests::support::namespace(&client, prefix).await;
+        let namespace = crate::support::namespace(&client, prefix).await;
         Self {
             cluster,
             client,
@@ -143,7 +172,7 @@ impl World {
         args: &[&str],
     ) -> HostOptions {
         HostOptions {
-            binary: PathBuf::from(env!("CARGO_BIN_EXE_reconhost")),
+            binary: reconhost_binary(),
             kubeconfig: kubeconfig.to_owned(),
             namespace: namespace.to_owned(),
             plugins: plugins.iter().map(|p| plugin(p)).collect(),
@@ -177,18 +206,22 @@ impl World {
         Api::all_with(self.client.clone(), &resource)
     }
 
+    /// The example WebApps in this namespace.
     pub fn webapps(&self) -> Api<DynamicObject> {
         self.api("examples.reconhost.dev", "v1alpha1", "WebApp", "webapps")
     }
 
+    /// The Deployments in this namespace.
     pub fn deployments(&self) -> Api<DynamicObject> {
         self.api("apps", "v1", "Deployment", "deployments")
     }
 
+    /// The Services in this namespace.
     pub fn services(&self) -> Api<DynamicObject> {
         self.api("", "v1", "Service", "services")
     }
 
+    /// The ConfigMaps in this namespace.
     pub fn config_maps(&self) -> Api<DynamicObject> {
         self.api("", "v1", "ConfigMap", "configmaps")
     }
@@ -203,6 +236,7 @@ impl World {
         serde_json::to_value(created).expect("JSON")
     }
 
+    /// Creates WebApp `name` in this namespace with this image and replica count.
     pub async fn create_webapp(&self, name: &str, image: &str, replicas: i64) -> Value {
         self.create(
             &self.webapps(),

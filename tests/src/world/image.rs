@@ -10,7 +10,8 @@ use sha2::Digest as _;
 
 use super::chart::{must, on_path, output};
 
-/// The image's tag: the host's version, as `make image` writes it.
+/// The image's tag: the host's version, as `make image` writes it (this crate's version is the
+/// workspace's, which the host shares).
 pub const TAG: &str = concat!("reconhost:", env!("CARGO_PKG_VERSION"));
 
 /// The directory `make image` writes (`oci/`, the layout; `context/`, the Containerfile's).
@@ -73,9 +74,13 @@ pub fn unpack(reference: &str, into: &Path) -> PathBuf {
 /// One entry of a file tree: kind, mode bits, owner, and a digest of a file's contents.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// `dir`, `symlink` or `file`.
     pub kind: &'static str,
+    /// The permission bits (with setuid, setgid and sticky).
     pub mode: u32,
+    /// (uid, gid).
     pub owner: (u32, u32),
+    /// A file's SHA-256, in hex; `None` for the other kinds.
     pub digest: Option<String>,
 }
 
@@ -131,6 +136,7 @@ pub fn needs_loader(elf: &[u8]) -> bool {
 
 /// A podman container (runc) of an image layout, removed with its image when dropped.
 pub struct Container {
+    /// The container's name.
     pub name: String,
     image: String,
 }

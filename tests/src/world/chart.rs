@@ -5,8 +5,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::binaries::Binaries;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
-use reconhost_tests::binaries::Binaries;
 use serde_json::Value;
 
 use super::World;
