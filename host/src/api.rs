@@ -119,6 +119,19 @@ pub struct ReconcilePluginSpec {
     /// or the limits always applies at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// How often every parent is reconciled again though nothing changed (Go duration, e.g.
+    /// `10m`), as Metacontroller's `resyncPeriodSeconds` and controller-runtime's `SyncPeriod`:
+    /// for plugins whose answer depends on more than the host watches (time, another system).
+    /// `0s` never; 1 s to 24 h otherwise. Unset: the host's `--sync-period`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("duration(self) == duration('0s') || (duration(self) >= duration('1s') && duration(self) <= duration('24h'))").message("resyncPeriod must be 0s (never) or between 1s and 24h"))]
+    pub resync_period: Option<Duration>,
+    /// Not woken when nothing but a parent's status changed (its own status writes included),
+    /// as controller-runtime's `GenerationChangedPredicate` but keeping metadata changes
+    /// (labels, annotations, a deletion): for plugins that compute everything from the spec.
+    /// Default false: any change wakes the plugin.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_parent_status_changes: bool,
 }
 
 /// One ReconcilePlugin per parent kind: the name is the kind in lower case, a dot and the group

@@ -323,6 +323,12 @@ pub struct RunArgs {
     /// (prod)`), for the `--plugin` files; a ReconcilePlugin says it in `spec.parentSelector`.
     #[arg(long, value_name = "SELECTOR", default_value = "", value_parser = parse_selector, requires = "plugins")]
     pub parent_selector: Selector,
+    /// Serve only the ReconcilePlugins whose labels match (`kubectl -l` syntax), so that several
+    /// hosts share a cluster, one per tenant. A ReconcilePlugin that stops matching is left to
+    /// the host it now matches: this one stops serving it without releasing its parents.
+    /// Default: every ReconcilePlugin.
+    #[arg(long, value_name = "SELECTOR", default_value = "", value_parser = parse_selector)]
+    pub plugin_selector: Selector,
     /// Reload a `--plugin` file when it changes (for plugin authors: edit, build, see).
     #[arg(long, requires = "plugins")]
     pub watch: bool,

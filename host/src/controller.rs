@@ -49,7 +49,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
@@ -82,6 +82,8 @@ pub struct Controller {
     pools: Mutex<Pools>,
     /// The number of the last revision prepared.
     revisions: AtomicU64,
+    /// The resync period now: the stable revision's, else the host's `--sync-period`.
+    sync_period: watch::Sender<Duration>,
     resync: JoinHandle<()>,
 }
 
@@ -104,6 +106,7 @@ impl Controller {
     pub fn new(name: &str, parent: GroupKind, ctx: Context) -> Self {
         let queue = WorkQueue::new(ctx.metrics.queue(name), Backoff::default());
         let route: Routes = Arc::default();
+        let sync_period = watch::Sender::new(ctx.sync_period);
         let resync = {
             let (queue, route) = (queue.clone(), route.clone());
             let keys = move || {
@@ -113,7 +116,7 @@ impl Controller {
                     .map(|r| r.stable.wiring().parents().store().keys())
                     .unwrap_or_default()
             };
-            tokio::spawn(resync(queue, keys, ctx.sync_period))
+            tokio::spawn(resync(queue, keys, sync_period.subscribe()))
         };
         Self {
             name: name.to_owned(),
@@ -123,6 +126,7 @@ impl Controller {
             route,
             pools: Mutex::new(Pools::default()),
             revisions: AtomicU64::new(0),
+            sync_period,
             resync,
         }
     }
@@ -325,14 +329,26 @@ pub fn short(digest: &str) -> &str {
 
 /// Queues every key `keys` gives at low priority once per `period` (plus up to 10 % jitter,
 /// so hosts started together do not resync in step), until the queue is shut down. A zero
-/// period never resyncs.
-async fn resync(queue: WorkQueue<ObjectKey>, keys: impl Fn() -> Vec<ObjectKey>, period: Duration) {
-    if period.is_zero() {
-        return;
-    }
+/// period never resyncs. A new period starts counting when it is set.
+async fn resync(
+    queue: WorkQueue<ObjectKey>,
+    keys: impl Fn() -> Vec<ObjectKey>,
+    mut period: watch::Receiver<Duration>,
+) {
     loop {
+        let every = *period.borrow_and_update();
+        let wait = async {
+            if every.is_zero() {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(jittered(every)).await;
+        };
         tokio::select! {
-            () = tokio::time::sleep(jittered(period)) => {}
+            () = wait => {}
+            changed = period.changed() => match changed {
+                Ok(()) => continue,
+                Err(_) => return,
+            },
             () = queue.closed() => return,
         }
         let keys = keys();
@@ -362,7 +378,8 @@ mod tests {
         let metrics = QueueMetrics::detached();
         let queue = WorkQueue::new(metrics.clone(), Backoff::default());
         let keys = || vec![ObjectKey::new("a", "x"), ObjectKey::new("a", "y")];
-        let task = tokio::spawn(resync(queue.clone(), keys, Duration::from_secs(100)));
+        let period = watch::Sender::new(Duration::from_secs(100));
+        let task = tokio::spawn(resync(queue.clone(), keys, period.subscribe()));
         tokio::time::sleep(Duration::from_secs(99)).await;
         assert_eq!(queue.len(), 0, "nothing before the period");
         tokio::time::sleep(Duration::from_secs(11)).await;
@@ -375,14 +392,42 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_zero_sync_period_should_never_resync() {
         let queue = WorkQueue::new(QueueMetrics::detached(), Backoff::default());
-        resync(
+        let period = watch::Sender::new(Duration::ZERO);
+        let task = tokio::spawn(resync(
             queue.clone(),
             || vec![ObjectKey::new("a", "x")],
-            Duration::ZERO,
-        )
-        .await;
+            period.subscribe(),
+        ));
         tokio::time::sleep(Duration::from_secs(100_000)).await;
         assert!(queue.is_empty());
+        queue.shutdown();
+        task.await.expect("resync ends with the queue");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_sync_period_should_apply_from_when_it_is_set() {
+        let metrics = QueueMetrics::detached();
+        let queue = WorkQueue::new(metrics.clone(), Backoff::default());
+        let period = watch::Sender::new(Duration::ZERO);
+        let task = tokio::spawn(resync(
+            queue.clone(),
+            || vec![ObjectKey::new("a", "x")],
+            period.subscribe(),
+        ));
+        tokio::time::sleep(Duration::from_secs(1000)).await;
+        period.send_replace(Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        assert_eq!(
+            metrics.adds.get(),
+            1,
+            "resynced once, 10-11 s after the change"
+        );
+        // Back to never: nothing more, however long.
+        period.send_replace(Duration::ZERO);
+        tokio::time::sleep(Duration::from_secs(100_000)).await;
+        assert_eq!(metrics.adds.get(), 1);
+        queue.shutdown();
+        task.await.expect("resync ends with the queue");
     }
 
     #[test]

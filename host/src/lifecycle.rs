@@ -54,6 +54,7 @@ use crate::identity::{Identity, rbac};
 use crate::metrics::Metrics;
 use crate::model::KindRef;
 use crate::runtime::{Limits, Plugin};
+use crate::selector::Selector;
 use crate::supervisor::Supervisor;
 use k8s_openapi::api::core::v1::ServiceAccount;
 
@@ -92,6 +93,8 @@ pub struct Defaults {
     pub limits: Limits,
     /// Parents reconciled at once per plugin.
     pub concurrency: usize,
+    /// The ReconcilePlugins this host serves (`--plugin-selector`).
+    pub selector: Selector,
 }
 
 /// The ReconcilePlugin controller.
@@ -244,6 +247,18 @@ impl Lifecycle {
             self.forget(name).await;
             return Next::Done;
         };
+        if !cached.meta.selected_by(&self.defaults.selector) {
+            // Another host's (or nobody's yet): no write, and its parents are not released, so
+            // the host it now matches takes it over as it is.
+            if self.is_installed(name) {
+                info!(
+                    plugin = name,
+                    "the ReconcilePlugin no longer matches --plugin-selector; stopped serving it"
+                );
+            }
+            self.forget(name).await;
+            return Next::Done;
+        }
         let object = cached.value();
         let rp: ReconcilePlugin = match serde_json::from_value(object.clone()) {
             Ok(rp) => rp,
@@ -570,6 +585,8 @@ impl Lifecycle {
             identity: Some(identity.clone()),
             parent_selector: spec::selector_of(rp)?,
             parent_namespaces: spec::namespaces_of(rp),
+            resync: rp.spec.resync_period.map(Duration::from),
+            ignore_parent_status: rp.spec.ignore_parent_status_changes,
         };
         Ok((spec, obtained))
     }
@@ -622,6 +639,14 @@ impl Lifecycle {
     }
 
     /// Stops what `name` ran, and looks again at plugins refused for a conflict with it.
+    /// Whether this host runs the ReconcilePlugin `name` now.
+    fn is_installed(&self, name: &str) -> bool {
+        self.installed
+            .lock()
+            .expect("lifecycle lock poisoned")
+            .contains_key(name)
+    }
+
     async fn forget(&self, name: &str) {
         self.forget_rollout(name);
         let removed = self

@@ -212,6 +212,8 @@ async fn plan(args: &InstallArgs, default_namespace: Option<&str>) -> anyhow::Re
             .map(Selector::to_label_selector),
         namespaces: namespaces(args, default_namespace),
         rollout: None,
+        resync_period: None,
+        ignore_parent_status_changes: false,
     };
     let plugin = ReconcilePlugin::new(&rp_name, spec);
     Ok(Planned {

@@ -160,6 +160,7 @@ pub async fn run(
         let defaults = Defaults {
             limits: Limits::default().child_finalizers(args.allow_child_finalizers),
             concurrency,
+            selector: args.plugin_selector.clone(),
         };
         let (supervisor, ready) = (supervisor.clone(), ready.clone());
         background.push(tokio::spawn(async move {
@@ -187,6 +188,8 @@ pub async fn run(
                 identity: None,
                 parent_selector: args.parent_selector.clone(),
                 parent_namespaces: None,
+                resync: None,
+                ignore_parent_status: false,
             };
             supervisor
                 .apply(&owner_of(path), spec)

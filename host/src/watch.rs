@@ -74,6 +74,8 @@ pub async fn reload_on_change(
             identity: None,
             parent_selector: settings.parent_selector.clone(),
             parent_namespaces: None,
+            resync: None,
+            ignore_parent_status: false,
         };
         match supervisor.apply(&owner, spec).await {
             Ok(applied) => {

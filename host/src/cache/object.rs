@@ -137,6 +137,25 @@ impl Cached {
         }
         object
     }
+
+    /// Whether nothing but the status of `before`, the same object's earlier version, changed
+    /// in `self`: what a plugin that asks to ignore its parent's status changes is not woken
+    /// for. `resourceVersion` does not count (every write moves it, a change of another
+    /// manager's `managedFields` alone included); everything else of `metadata` does (labels
+    /// select, a deletion finalizes), and so does `generation`.
+    pub fn changed_only_in_status(&self, before: &Cached) -> bool {
+        fn without_status(object: &Cached) -> Value {
+            let mut value = object.value();
+            if let Some(fields) = value.as_object_mut() {
+                fields.remove("status");
+            }
+            if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+            value
+        }
+        without_status(self) == without_status(before)
+    }
 }
 
 #[cfg(test)]
@@ -176,5 +195,43 @@ mod tests {
                 .selected_by(&Selector::parse("a=1,b in (2,3),!c").unwrap())
         );
         assert!(!cached.meta.selected_by(&Selector::parse("b=3").unwrap()));
+    }
+
+    #[test]
+    fn only_a_change_of_status_or_of_nothing_should_count_as_status_only() {
+        let parent = |rv: &str, generation: i64, spec: Value, meta: Value, status: &str| {
+            let mut object = json!({"apiVersion": "v1", "kind": "P",
+                "metadata": {"name": "p", "uid": "u", "resourceVersion": rv,
+                             "generation": generation},
+                "spec": spec, "status": {"phase": status}});
+            for (k, v) in meta.as_object().expect("fields") {
+                object["metadata"][k] = v.clone();
+            }
+            Cached::new(object)
+        };
+        let before = parent("1", 1, json!({"a": 1}), json!({}), "A");
+        let status = parent("2", 1, json!({"a": 1}), json!({}), "B");
+        assert!(status.changed_only_in_status(&before));
+        let nothing = parent("2", 1, json!({"a": 1}), json!({}), "A");
+        assert!(nothing.changed_only_in_status(&before));
+        for (what, after) in [
+            ("spec", parent("2", 2, json!({"a": 2}), json!({}), "B")),
+            (
+                "labels",
+                parent("2", 1, json!({"a": 1}), json!({"labels": {"x": "y"}}), "B"),
+            ),
+            (
+                "deletion",
+                parent(
+                    "2",
+                    1,
+                    json!({"a": 1}),
+                    json!({"deletionTimestamp": "2026-01-01T00:00:00Z"}),
+                    "B",
+                ),
+            ),
+        ] {
+            assert!(!after.changed_only_in_status(&before), "{what}");
+        }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
@@ -42,6 +43,12 @@ pub struct Spec {
     pub parent_selector: Selector,
     /// The namespaces it reconciles parents in (`None`: every one).
     pub parent_namespaces: Option<BTreeSet<String>>,
+    /// How often every parent is queued again though nothing changed (zero: never); `None`
+    /// takes the host's `--sync-period`. The stable revision's applies.
+    pub resync: Option<Duration>,
+    /// Whether a change of nothing but a parent's status leaves it unqueued. The stable
+    /// revision's applies.
+    pub ignore_parent_status: bool,
 }
 
 /// One version of a plugin, ready to serve its controller's parents.

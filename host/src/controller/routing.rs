@@ -162,6 +162,15 @@ impl Controller {
             }
         }
         drop(pools);
+        new.stable
+            .wiring()
+            .ignore_status_changes(new.stable.spec().ignore_parent_status);
+        let period = new.stable.spec().resync.unwrap_or(self.ctx.sync_period);
+        self.sync_period.send_if_modified(|now| {
+            let changed = *now != period;
+            *now = period;
+            changed
+        });
         let store = new.stable.wiring().parents().store();
         let mut moved = 0usize;
         for key in store.keys() {

@@ -10,6 +10,7 @@
 //! plugin's `spec.namespaces`): a revision confined elsewhere gets a wiring of its own.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::Context;
@@ -93,6 +94,9 @@ pub struct Wiring {
     queue: WorkQueue<ObjectKey>,
     informers: Informers,
     wires: Mutex<HashMap<(Role, GroupKind), Weak<Wire>>>,
+    /// Whether a change of nothing but a parent's status leaves it unqueued (the serving
+    /// plugin asked so).
+    ignore_status: Arc<AtomicBool>,
     /// Kept for their `Drop`: the parent kind's handler and the watch on its CRD.
     _parent_handler: Registration,
     _schema: Option<WatchHandle>,
@@ -127,9 +131,16 @@ impl Wiring {
         });
         let status_schema = Arc::new(ParentSchema::new(&parents.kind().resource.kind, fields));
         let book = Arc::new(ParentBook::default());
+        let ignore_status = Arc::new(AtomicBool::new(false));
         let parent_handler = {
-            let queue = queue.clone();
+            let (queue, ignore_status) = (queue.clone(), ignore_status.clone());
             parents.on_change(move |change| {
+                if let (Some(old), Some(new)) = (change.old, change.new)
+                    && ignore_status.load(Ordering::Relaxed)
+                    && new.changed_only_in_status(old)
+                {
+                    return;
+                }
                 if let Some(object) = change.new.or(change.old) {
                     queue.add(object.meta.key.clone(), priority(change.initial));
                 }
@@ -162,6 +173,7 @@ impl Wiring {
             queue: queue.clone(),
             informers: ctx.informers.clone(),
             wires: Mutex::default(),
+            ignore_status,
             _parent_handler: parent_handler,
             _schema: schema_watch,
         })
@@ -232,6 +244,11 @@ impl Wiring {
                 queue.add(parent, Priority::Normal);
             }
         })
+    }
+
+    /// Whether a change of nothing but a parent's status leaves it unqueued from now on.
+    pub fn ignore_status_changes(&self, ignore: bool) {
+        self.ignore_status.store(ignore, Ordering::Relaxed);
     }
 
     /// The parent kind's informer.

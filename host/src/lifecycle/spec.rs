@@ -27,6 +27,10 @@ pub fn fingerprint(rp: &ReconcilePlugin) -> u64 {
         .unwrap_or_default()
         .hash(&mut hasher);
     rp.spec.namespaces.hash(&mut hasher);
+    serde_json::to_string(&rp.spec.resync_period)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    rp.spec.ignore_parent_status_changes.hash(&mut hasher);
     hasher.finish()
 }
 
@@ -147,6 +151,7 @@ mod tests {
         let defaults = Defaults {
             limits: Limits::default(),
             concurrency: 4,
+            selector: crate::selector::Selector::default(),
         };
         let limits = limits_of(
             &plugin(serde_json::json!({"callTimeout": "250ms", "memory": "16Mi"})),

@@ -71,6 +71,7 @@ async fn chart_should_lint_and_render_a_hardened_least_privilege_install() {
         "run",
         "--leader-elect",
         "--leader-election-namespace=reconhost-system",
+        "--leader-election-id=reconhost-leader",
         "--metrics-bind-address=:8080",
         "--health-probe-bind-address=:8081",
     ] {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::plugins::{cond, digest_of, exclusive, has, reconcile_plugins};
-use common::{CONVERGE, World, controlled_by, get, plugin, synced};
+use common::{CONVERGE, World, controlled_by, drained, get, plugin, reconciles, synced};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use reconhost_tests::host::sample;
 use reconhost_tests::support::eventually;
@@ -868,5 +868,164 @@ async fn components_the_host_cannot_take_should_say_why() {
         assert!(cond(&rp, type_).2.contains(message), "{cm}: {rp}");
         assert!(has(&rp, "Ready", "False", reason), "nothing serves: {rp}");
     }
+    world.uninstall(STAMP_RP).await;
+}
+
+#[tokio::test]
+async fn a_resync_period_should_reconcile_every_parent_again_until_it_is_turned_off() {
+    let world = World::new("rp-resync").await;
+    let _suite = exclusive(&world.client).await;
+    world.service_account("plugin").await;
+    world
+        .plugin_config_map("stamp-v1", &plugin("lifecycle-v1"))
+        .await;
+    let host = world.host(&[], &[]).await;
+    let mut rp = world.stamp_plugin("stamp-v1", "lifecycle-v1");
+    rp["spec"]["resyncPeriod"] = json!("1s");
+    world.apply_plugin(&rp).await;
+    world.plugin_ready(STAMP_RP).await;
+    let values = stamps(&world, 2).await;
+    served_by(&world, &values, "1").await;
+
+    // Nothing changes, and both parents are reconciled again and again.
+    let before = reconciles(&host, "stamp").await;
+    eventually(CONVERGE, "two more rounds over both parents", || async {
+        (reconciles(&host, "stamp").await >= before + 4.0).then_some(())
+    })
+    .await;
+
+    // Turned off: the change swaps the revision (each parent once more), then nothing.
+    rp["spec"]["resyncPeriod"] = json!("0s");
+    world.apply_plugin(&rp).await;
+    eventually(CONVERGE, "the new period to be in force", || async {
+        let metrics = host.metrics().await.ok()?;
+        let swaps = sample(
+            &metrics,
+            "reconhost_plugin_swaps_total",
+            &[("result", "upgraded")],
+        )?;
+        (swaps >= 1.0).then_some(())
+    })
+    .await;
+    drained(&host, "stamp").await;
+    let quiet = reconciles(&host, "stamp").await;
+    // Three periods of the old setting: it would have made at least four reconciles.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(reconciles(&host, "stamp").await, quiet);
+    world.uninstall(STAMP_RP).await;
+}
+
+#[tokio::test]
+async fn a_plugin_that_ignores_status_changes_should_be_woken_only_by_the_rest() {
+    let world = World::new("rp-status-only").await;
+    let _suite = exclusive(&world.client).await;
+    world.service_account("plugin").await;
+    world
+        .plugin_config_map("stamp-v1", &plugin("lifecycle-v1"))
+        .await;
+    let host = world.host(&[], &[]).await;
+    let mut rp = world.stamp_plugin("stamp-v1", "lifecycle-v1");
+    rp["spec"]["ignoreParentStatusChanges"] = json!(true);
+    world.apply_plugin(&rp).await;
+    world.plugin_ready(STAMP_RP).await;
+    let mut values = stamps(&world, 2).await;
+    served_by(&world, &values, "1").await;
+
+    // Someone else rewrites s000's status: a reconcile would put the plugin's back.
+    world
+        .stamps()
+        .patch_status(
+            "s000",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"servedBy": "someone"}})),
+        )
+        .await
+        .expect("patching s000's status");
+    // A spec change made after it, on s001, is served; once the queue is empty, the status
+    // change (earlier on the same watch) has been seen, and did not wake s000.
+    world
+        .stamps()
+        .patch(
+            "s001",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"value": 5}})),
+        )
+        .await
+        .expect("patching s001");
+    values.insert("s001".into(), 5);
+    eventually(CONVERGE, "s001 served with its new value", || async {
+        let s = get(&world.stamps(), "s001").await?;
+        (s["status"]["value"] == 5).then_some(())
+    })
+    .await;
+    drained(&host, "stamp").await;
+    let s000 = get(&world.stamps(), "s000").await.expect("s000");
+    assert_eq!(s000["status"]["servedBy"], "someone", "{s000}");
+
+    // A label wakes it, like any change that is not its status alone.
+    world
+        .stamps()
+        .patch(
+            "s000",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .expect("labelling s000");
+    served_by(&world, &values, "1").await;
+    world.uninstall(STAMP_RP).await;
+}
+
+#[tokio::test]
+async fn hosts_with_plugin_selectors_should_each_serve_only_their_tenants_plugins() {
+    let world = World::new("rp-tenants").await;
+    let _suite = exclusive(&world.client).await;
+    world.service_account("plugin").await;
+    world
+        .plugin_config_map("stamp-v1", &plugin("lifecycle-v1"))
+        .await;
+    let host_a = world
+        .host_with(&[], &[], &["--plugin-selector=tenant=a"])
+        .await;
+    let host_b = world
+        .host_with(&[], &[], &["--plugin-selector=tenant in (b)"])
+        .await;
+    let mut rp = world.stamp_plugin("stamp-v1", "lifecycle-v1");
+    rp["metadata"]["labels"] = json!({"tenant": "a"});
+    world.apply_plugin(&rp).await;
+    world.plugin_ready(STAMP_RP).await;
+    let mut values = stamps(&world, 1).await;
+    served_by(&world, &values, "1").await;
+    assert!(reconciles(&host_a, "stamp").await > 0.0);
+    assert_eq!(reconciles(&host_b, "stamp").await, 0.0, "b serves no stamp");
+
+    // Moved to tenant b: a stops without releasing anything, b takes over.
+    rp["metadata"]["labels"] = json!({"tenant": "b"});
+    world.apply_plugin(&rp).await;
+    eventually(CONVERGE, "host a to stop serving stamps", || async {
+        host_a
+            .logs()
+            .iter()
+            .any(|l| {
+                l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("no longer matches --plugin-selector"))
+            })
+            .then_some(())
+    })
+    .await;
+    eventually(CONVERGE, "host b to serve stamps", || async {
+        (reconciles(&host_b, "stamp").await > 0.0).then_some(())
+    })
+    .await;
+    let a_before = reconciles(&host_a, "stamp").await;
+    world.create_stamp("s001", 3).await;
+    values.insert("s001".into(), 3);
+    served_by(&world, &values, "1").await;
+    assert_eq!(
+        reconciles(&host_a, "stamp").await,
+        a_before,
+        "a served a stamp after the move"
+    );
     world.uninstall(STAMP_RP).await;
 }
