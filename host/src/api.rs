@@ -132,6 +132,13 @@ pub struct ReconcilePluginSpec {
     /// Default false: any change wakes the plugin.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ignore_parent_status_changes: bool,
+    /// Objects without a controller that the plugin asks for as children (same kind, namespace
+    /// and name) and whose labels match are adopted: the host's apply makes the parent their
+    /// controller and the plugin's fields theirs. The operator's consent, given here, since
+    /// taking over an object is what the host otherwise refuses. An object another controller
+    /// owns is never adopted. `{}` matches every orphan. Unset (default): none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopt_orphans: Option<LabelSelector>,
 }
 
 /// One ReconcilePlugin per parent kind: the name is the kind in lower case, a dot and the group

@@ -587,6 +587,7 @@ impl Lifecycle {
             parent_namespaces: spec::namespaces_of(rp),
             resync: rp.spec.resync_period.map(Duration::from),
             ignore_parent_status: rp.spec.ignore_parent_status_changes,
+            adopt: spec::adoption_of(rp)?,
         };
         Ok((spec, obtained))
     }

@@ -214,6 +214,7 @@ async fn plan(args: &InstallArgs, default_namespace: Option<&str>) -> anyhow::Re
         rollout: None,
         resync_period: None,
         ignore_parent_status_changes: false,
+        adopt_orphans: None,
     };
     let plugin = ReconcilePlugin::new(&rp_name, spec);
     Ok(Planned {

@@ -190,6 +190,7 @@ pub async fn run(
                 parent_namespaces: None,
                 resync: None,
                 ignore_parent_status: false,
+                adopt: None,
             };
             supervisor
                 .apply(&owner_of(path), spec)

@@ -76,6 +76,7 @@ pub async fn reload_on_change(
             parent_namespaces: None,
             resync: None,
             ignore_parent_status: false,
+            adopt: None,
         };
         match supervisor.apply(&owner, spec).await {
             Ok(applied) => {

@@ -39,12 +39,13 @@ use super::health::Health;
 use super::referee::{CONTESTED, Referee};
 use super::wiring::Wiring;
 use super::workers::Next;
-use crate::cache::{CacheReader, Cached, GroupKind, Informer, ObjectKey};
+use crate::cache::{CacheReader, Cached, Informer, ObjectKey};
 use crate::identity::access::{DENIED_TTL, Question};
 use crate::metrics::PluginMetrics;
 use crate::model::{self, Event, EventType, Parent, ReconcileRequest};
-use crate::planner::{self, Action, Plan};
+use crate::planner::{self, Action};
 use crate::runtime::Plugin;
+use crate::selector::Selector;
 
 /// Reconciles the parents of one plugin revision.
 pub struct Reconciler {
@@ -67,6 +68,8 @@ pub struct Reconciler {
     guest_memory: GuestMemory,
     /// How this revision behaves, for a rollout to judge.
     health: Arc<Health>,
+    /// The orphans it may adopt (the ReconcilePlugin's `adoptOrphans`); `None`: none.
+    adopt: Option<Selector>,
 }
 
 /// What the reconciler is built from.
@@ -95,6 +98,8 @@ pub struct Parts {
     pub fights: FightPolicy,
     /// The revision's counters.
     pub health: Arc<Health>,
+    /// The orphans it may adopt; `None`: none.
+    pub adopt: Option<Selector>,
 }
 
 impl Reconciler {
@@ -118,6 +123,7 @@ impl Reconciler {
             bounds: parts.bounds,
             guest_memory: parts.guest_memory,
             health: parts.health,
+            adopt: parts.adopt,
         }
     }
 
@@ -283,12 +289,15 @@ impl Reconciler {
                 .await;
             return Next::Retry;
         }
-        if let Err(message) = self.takeover(&plan, &uid) {
-            warn!(plugin = %name, parent = %key, error = %message, "a desired child belongs to someone else");
-            self.report(&request.parent, "ChildConflict", &message)
-                .await;
-            return Next::Retry;
-        }
+        let adopted = match self.takeover(&plan, &uid) {
+            Ok(adopted) => adopted,
+            Err(message) => {
+                warn!(plugin = %name, parent = %key, error = %message, "a desired child belongs to someone else");
+                self.report(&request.parent, "ChildConflict", &message)
+                    .await;
+                return Next::Retry;
+            }
+        };
         if !plan.is_noop()
             && let Err(limited) = self.wiring.pace().admit(key, std::time::Instant::now())
         {
@@ -334,6 +343,8 @@ impl Reconciler {
         };
         self.applier
             .events(&request.parent, &outcome.desired.events)
+            .await;
+        self.say_adopted(key, &request.parent, &adopted, &failed)
             .await;
         if !failed.is_empty() {
             let message = failures_message(&failed);
@@ -441,39 +452,6 @@ impl Reconciler {
                 false
             }
         }
-    }
-
-    /// Refuses a plan that would create a child over an object of that name this parent does
-    /// not control: an unowned object (adopting it would hand a plugin something it never
-    /// made) or another parent's (two parents would fight over it). controller-runtime and
-    /// Metacontroller refuse the same; nothing is sent.
-    fn takeover(&self, plan: &Plan, parent_uid: &str) -> Result<(), String> {
-        for child in plan.children.iter().filter(|c| c.action == Action::Create) {
-            let kind = GroupKind::from(&child.kind);
-            let Some(informer) = self.children.iter().find(|i| i.group_kind() == kind) else {
-                continue;
-            };
-            if let Some(existing) = informer.store().get(&child.namespace, &child.name) {
-                if existing
-                    .meta
-                    .controller
-                    .as_ref()
-                    .is_some_and(|o| o.uid == parent_uid)
-                {
-                    // Ours, only not shown to the plugin (its account may not list the kind).
-                    continue;
-                }
-                let owner = match &existing.meta.controller {
-                    Some(o) => format!("is controlled by {} {}", o.kind, o.name),
-                    None => "has no controller".to_owned(),
-                };
-                return Err(format!(
-                    "{} already exists and {owner}: the host does not take over objects it did not create for this parent",
-                    child.target()
-                ));
-            }
-        }
-        Ok(())
     }
 
     /// A parent outside the plugin's selection gets no write at all, except that one the plugin

@@ -49,6 +49,9 @@ pub struct Spec {
     /// Whether a change of nothing but a parent's status leaves it unqueued. The stable
     /// revision's applies.
     pub ignore_parent_status: bool,
+    /// The orphans (objects without a controller) it may adopt as children, by their labels;
+    /// `None`: none.
+    pub adopt: Option<Selector>,
 }
 
 /// One version of a plugin, ready to serve its controller's parents.
@@ -113,6 +116,7 @@ impl Revision {
             ctx.metrics.plugin(&info.name),
         );
         let reconciler = Reconciler::new(Parts {
+            adopt: spec.adopt.clone(),
             plugin: spec.plugin.clone(),
             config: spec.config.clone(),
             wiring: wiring.clone(),

@@ -31,6 +31,9 @@ pub fn fingerprint(rp: &ReconcilePlugin) -> u64 {
         .unwrap_or_default()
         .hash(&mut hasher);
     rp.spec.ignore_parent_status_changes.hash(&mut hasher);
+    serde_json::to_string(&rp.spec.adopt_orphans)
+        .unwrap_or_default()
+        .hash(&mut hasher);
     hasher.finish()
 }
 
@@ -45,6 +48,22 @@ pub fn selector_of(rp: &ReconcilePlugin) -> Result<Selector, Failure> {
                 Stage::Start,
                 "InvalidParentSelector",
                 format!("spec.parentSelector: {e}"),
+            )
+        })
+}
+
+/// The orphans a ReconcilePlugin lets its plugin adopt (`None`: none).
+pub fn adoption_of(rp: &ReconcilePlugin) -> Result<Option<Selector>, Failure> {
+    rp.spec
+        .adopt_orphans
+        .as_ref()
+        .map(Selector::from_label_selector)
+        .transpose()
+        .map_err(|e| {
+            Failure::new(
+                Stage::Start,
+                "InvalidAdoptOrphans",
+                format!("spec.adoptOrphans: {e}"),
             )
         })
 }

@@ -1029,3 +1029,94 @@ async fn hosts_with_plugin_selectors_should_each_serve_only_their_tenants_plugin
     );
     world.uninstall(STAMP_RP).await;
 }
+
+#[tokio::test]
+async fn orphans_should_be_adopted_only_where_the_operator_consented() {
+    let world = World::new("rp-adopt").await;
+    let _suite = exclusive(&world.client).await;
+    world.service_account("plugin").await;
+    world
+        .plugin_config_map("stamp-v1", &plugin("lifecycle-v1"))
+        .await;
+    // Objects made by hand where the plugin will want its children, one labelled adoptable.
+    for (name, labels) in [
+        ("s000-stamp", json!({"adoptable": "yes"})),
+        ("s001-stamp", json!({})),
+    ] {
+        world
+            .create(
+                &world.config_maps(),
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": name, "labels": labels},
+                       "data": {"note": "made by hand"}}),
+            )
+            .await;
+    }
+    let _host = world.host(&[], &[]).await;
+    let mut rp = world.stamp_plugin("stamp-v1", "lifecycle-v1");
+    rp["spec"]["adoptOrphans"] = json!({"matchLabels": {"adoptable": "yes"}});
+    world.apply_plugin(&rp).await;
+    world.plugin_ready(STAMP_RP).await;
+    stamps(&world, 2).await;
+
+    let adopted_by = |child: &'static str, parent: &'static str| {
+        let world = &world;
+        async move {
+            eventually(CONVERGE, &format!("{parent} to adopt {child}"), || async {
+                let object = get(&world.config_maps(), child).await?;
+                let owner = get(&world.stamps(), parent).await?;
+                (controlled_by(&object, &owner) && object["data"]["version"] == "1")
+                    .then_some(object)
+            })
+            .await
+        }
+    };
+    // The labelled orphan is adopted: the parent controls it, the plugin's fields are in, the
+    // hand-made field stays (another manager's), and the parent says so.
+    let child = adopted_by("s000-stamp", "s000").await;
+    assert_eq!(child["data"]["note"], "made by hand", "{child}");
+    let events = world.events_for("s000").await;
+    assert!(
+        events.iter().any(|(type_, reason, note)| type_ == "Normal"
+            && reason == "Adopted"
+            && note.contains("ConfigMap")
+            && note.contains("s000-stamp")),
+        "{events:?}"
+    );
+
+    // The other is refused, named, and left as it was.
+    let note = eventually(CONVERGE, "a ChildConflict on s001", || async {
+        world
+            .events_for("s001")
+            .await
+            .into_iter()
+            .find(|(type_, reason, _)| type_ == "Warning" && reason == "ChildConflict")
+            .map(|(_, _, note)| note)
+    })
+    .await;
+    assert!(
+        note.contains("s001-stamp") && note.contains("adoptOrphans"),
+        "{note}"
+    );
+    let orphan = get(&world.config_maps(), "s001-stamp")
+        .await
+        .expect("s001-stamp");
+    assert!(
+        orphan["metadata"].get("ownerReferences").is_none(),
+        "{orphan}"
+    );
+    assert_eq!(orphan["data"], json!({"note": "made by hand"}));
+
+    // Its owner labels it adoptable: the retry takes it.
+    world
+        .config_maps()
+        .patch(
+            "s001-stamp",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"adoptable": "yes"}}})),
+        )
+        .await
+        .expect("labelling s001-stamp");
+    adopted_by("s001-stamp", "s001").await;
+    world.uninstall(STAMP_RP).await;
+}
