@@ -61,13 +61,52 @@ pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
     let runtime = Runtime::new(args.compile.runtime_config()?)?;
     let bytes = std::fs::read(&args.plugin)
         .with_context(|| format!("reading plugin {}", args.plugin.display()))?;
-    let plugin = Plugin::load(
-        &runtime,
-        &args.plugin.display().to_string(),
-        &bytes,
-        Limits::default(),
-    )?;
     let parent = single(&args.parent)?;
+    let config = match &args.config {
+        Some(text) => serde_json::from_str(text).context("parsing --config as JSON")?,
+        None => Value::Object(Default::default()),
+    };
+    let input = Input {
+        parent,
+        observed: objects(&args.observed)?,
+        related: objects(&args.related)?,
+        config,
+    };
+    let name = args.plugin.display().to_string();
+    render_component(&runtime, &name, &bytes, &input, &crate::model::now())
+        .with_context(|| format!("rendering {}", args.parent.display()))
+}
+
+/// What a plugin is rendered with.
+#[derive(Debug, Clone)]
+pub struct Input {
+    /// The parent object.
+    pub parent: Value,
+    /// The objects standing for its observed children.
+    pub observed: Vec<Value>,
+    /// The objects it may read through get and list.
+    pub related: Vec<Value>,
+    /// Its configuration.
+    pub config: Value,
+}
+
+/// Loads the component `bytes` (named `name` in messages) and renders `input` with it, taking
+/// `now` (RFC 3339) as the time of new condition transitions: what `render` prints, and what
+/// the frozen contract corpus compares across hosts.
+pub fn render_component(
+    runtime: &Runtime,
+    name: &str,
+    bytes: &[u8],
+    input: &Input,
+    now: &str,
+) -> anyhow::Result<Rendered> {
+    let plugin = Plugin::load(runtime, name, bytes, Limits::default())?;
+    let Input {
+        parent,
+        observed,
+        related,
+        config,
+    } = input;
     let info = plugin.info();
     let (api_version, kind) = (
         parent["apiVersion"].as_str().unwrap_or(""),
@@ -75,34 +114,27 @@ pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
     );
     if !info.parent.matches(api_version, kind) {
         bail!(
-            "{} is a {api_version}/{kind}, but plugin {} reconciles {}",
-            args.parent.display(),
+            "the parent is a {api_version}/{kind}, but plugin {} reconciles {}",
             info.name,
             info.parent
         );
     }
-    let observed = objects(&args.observed)?;
-    let related = objects(&args.related)?;
-    let config = match &args.config {
-        Some(text) => serde_json::from_str(text).context("parsing --config as JSON")?,
-        None => Value::Object(Default::default()),
-    };
-    let finalizing = info.finalizing(&parent);
+    let finalizing = info.finalizing(parent);
     let request = ReconcileRequest {
         parent: parent.clone().into(),
         children: observed.iter().map(Value::to_string).collect(),
-        config,
+        config: config.clone(),
         finalizing,
     };
-    let outcome = plugin.reconcile(&request, Arc::new(StaticObjects::new(related)))?;
+    let outcome = plugin.reconcile(&request, Arc::new(StaticObjects::new(related.clone())))?;
     // Offline there is no CRD to read the status schema from: the plan shows every field.
     let plan = planner::plan(
         info,
         &planner::StatusFields::all(),
-        &parent,
+        parent,
         &outcome.desired,
-        &observed,
-        &crate::model::now(),
+        observed,
+        now,
     );
     Ok(Rendered {
         plugin: PluginSummary {
@@ -110,7 +142,7 @@ pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
             version: info.version.clone(),
             digest: plugin.digest().to_owned(),
         },
-        parent: crate::model::object_ref(&parent),
+        parent: crate::model::object_ref(parent),
         plan,
         conditions: outcome.desired.conditions,
         events: outcome.desired.events,

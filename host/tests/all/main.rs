@@ -17,6 +17,7 @@ mod cluster_scoped;
 mod control_loop;
 mod control_restart;
 mod control_scale;
+mod corpus;
 mod faults;
 mod grants;
 mod host_share;
