@@ -74,6 +74,10 @@ pub const HOST_FIELD_MANAGER: &str = "reconhost";
     )
     .message("spec.source.configMap must be in the namespace of spec.serviceAccountRef (the plugin's namespace)")
 )]
+#[x_kube(
+    validation = Rule::new("has(self.decorator) == has(oldSelf.decorator)")
+        .message("spec.decorator cannot be added or removed: a decorator's children are told apart from an owner's; install another ReconcilePlugin")
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ReconcilePluginSpec {
     /// The kind this plugin reconciles. Immutable: to reconcile another kind, install another
@@ -139,12 +143,55 @@ pub struct ReconcilePluginSpec {
     /// owns is never adopted. `{}` matches every orphan. Unset (default): none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopt_orphans: Option<LabelSelector>,
+    /// Makes the plugin a decorator (Metacontroller's DecoratorController): it attaches
+    /// children to objects it does not own, and several decorators (and the kind's own plugin)
+    /// may serve one kind. The host writes no status, condition or `observedGeneration` to the
+    /// objects, puts its finalizer only on those the plugin gives children, and removes those
+    /// children and the finalizer from an object that leaves the selection. Its
+    /// ReconcilePlugin may have any name. Fixed at creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decorator: Option<Decorator>,
+}
+
+/// How a decorator picks the objects it decorates, beyond `parentSelector`'s labels.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Decorator {
+    /// Only objects whose annotations match are decorated: `matchAnnotations` and
+    /// `matchExpressions` as a label selector's (values as label values). Unset: every
+    /// object `parentSelector` selects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation_selector: Option<AnnotationSelector>,
+}
+
+/// A selector over annotations, shaped as Metacontroller's.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AnnotationSelector {
+    /// Annotations that must be present with these values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_annotations: Option<std::collections::BTreeMap<String, String>>,
+    /// Requirements on annotations (`In`, `NotIn`, `Exists`, `DoesNotExist`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_expressions:
+        Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement>>,
+}
+
+impl AnnotationSelector {
+    /// The same requirements as a label selector, to evaluate over annotations.
+    pub fn as_label_selector(&self) -> LabelSelector {
+        LabelSelector {
+            match_labels: self.match_annotations.clone(),
+            match_expressions: self.match_expressions.clone(),
+        }
+    }
 }
 
 /// One ReconcilePlugin per parent kind: the name is the kind in lower case, a dot and the group
-/// (for the core group, the kind alone), so the API server itself refuses a second one.
-const NAME_RULE: &str = "self.metadata.name == self.spec.parent.kind.lowerAscii() + (self.spec.parent.apiVersion.contains('/') ? '.' + self.spec.parent.apiVersion.split('/')[0] : '')";
-const NAME_MESSAGE: &str = "metadata.name must be the parent kind in lower case, a dot and its API group (for example webapp.examples.reconhost.dev): there is one ReconcilePlugin per parent kind";
+/// (for the core group, the kind alone), so the API server itself refuses a second one. A
+/// decorator's name is free: several may decorate one kind.
+const NAME_RULE: &str = "has(self.spec.decorator) || self.metadata.name == self.spec.parent.kind.lowerAscii() + (self.spec.parent.apiVersion.contains('/') ? '.' + self.spec.parent.apiVersion.split('/')[0] : '')";
+const NAME_MESSAGE: &str = "metadata.name must be the parent kind in lower case, a dot and its API group (for example webapp.examples.reconhost.dev): there is one ReconcilePlugin per parent kind (a decorator's name is free)";
 
 /// The name a ReconcilePlugin for `parent` must have.
 pub fn plugin_resource_name(parent: &KindRef) -> String {

@@ -73,6 +73,8 @@ pub struct Controller {
     /// finalizer. Fixed for the controller's life (a plugin that renames itself is a new one).
     name: String,
     parent: GroupKind,
+    /// Whether the plugin decorates its parents rather than owning them.
+    decorator: bool,
     ctx: Context,
     queue: WorkQueue<ObjectKey>,
     /// The route now; read by the workers and the resync task.
@@ -103,7 +105,7 @@ struct Pool {
 impl Controller {
     /// A controller for `parent` under the plugin name `name`, with an empty queue and no
     /// revision yet: nothing is reconciled until the first [`Controller::swap`].
-    pub fn new(name: &str, parent: GroupKind, ctx: Context) -> Self {
+    pub fn new(name: &str, parent: GroupKind, decorator: bool, ctx: Context) -> Self {
         let queue = WorkQueue::new(ctx.metrics.queue(name), Backoff::default());
         let route: Routes = Arc::default();
         let sync_period = watch::Sender::new(ctx.sync_period);
@@ -121,6 +123,7 @@ impl Controller {
         Self {
             name: name.to_owned(),
             parent,
+            decorator,
             ctx,
             queue,
             route,
@@ -139,6 +142,11 @@ impl Controller {
     /// The parent kind.
     pub fn parent(&self) -> &GroupKind {
         &self.parent
+    }
+
+    /// Whether the plugin decorates its parents rather than owning them.
+    pub fn decorates(&self) -> bool {
+        self.decorator
     }
 
     /// The revision serving every parent outside a rollout's share.

@@ -588,6 +588,7 @@ impl Lifecycle {
             resync: rp.spec.resync_period.map(Duration::from),
             ignore_parent_status: rp.spec.ignore_parent_status_changes,
             adopt: spec::adoption_of(rp)?,
+            decorator: spec::decorator_of(rp)?,
         };
         Ok((spec, obtained))
     }

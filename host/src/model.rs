@@ -55,6 +55,11 @@ pub fn group_of(api_version: &str) -> &str {
 /// (Crossplane's name for the same thing). `Ready` and the rest are the plugin's.
 pub const SYNCED: &str = "Synced";
 
+/// The label the host puts on a decorator's children, valued with the plugin's name: it tells
+/// them apart from the children the parent's owner and other decorators attach to the same
+/// object, which all name that object as controller.
+pub const DECORATOR_LABEL: &str = "reconhost.dev/decorator";
+
 /// Longest condition message kept, in bytes; longer ones are cut (Kubernetes allows 32 KiB, but
 /// every message also reaches the host's log).
 pub const MAX_CONDITION_MESSAGE: usize = 4096;

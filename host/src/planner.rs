@@ -26,7 +26,7 @@ use serde_json::{Map, Value, json};
 
 pub use self::status_fields::StatusFields;
 use crate::model::{Condition, ConditionStatus, Desired, KindRef, PluginInfo, printable};
-use crate::model::{MAX_CONDITION_MESSAGE, SYNCED};
+use crate::model::{DECORATOR_LABEL, MAX_CONDITION_MESSAGE, SYNCED};
 
 /// What to do with one child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -134,6 +134,19 @@ pub fn plan(
             meta.insert("namespace".into(), json!(namespace));
         }
         meta.insert("ownerReferences".into(), json!([owner]));
+        // The label is the host's: set on a decorator's children, never on another's.
+        match (fields.decorator, meta.get_mut("labels")) {
+            (true, Some(Value::Object(labels))) => {
+                labels.insert(DECORATOR_LABEL.into(), json!(info.name));
+            }
+            (true, _) => {
+                meta.insert("labels".into(), json!({ DECORATOR_LABEL: info.name }));
+            }
+            (false, Some(Value::Object(labels))) => {
+                labels.remove(DECORATOR_LABEL);
+            }
+            (false, _) => {}
+        }
         let (kind, name) = (child.kind.clone(), child.name.clone());
         let child_namespace = child.namespace.clone();
         let found = observed
@@ -173,8 +186,15 @@ pub fn plan(
     }
 
     let current_status = parent.get("status").cloned().unwrap_or(Value::Null);
-    let (new_status, dropped) = status(parent, desired, &current_status, fields, now);
-    let status = (new_status != current_status).then_some(new_status);
+    let (status, dropped) = if fields.decorator {
+        decorator_status(parent, desired, &current_status, fields, now)
+    } else {
+        let (new_status, dropped) = status(parent, desired, &current_status, fields, now);
+        (
+            (new_status != current_status).then_some(new_status),
+            dropped,
+        )
+    };
 
     let has_finalizer = info.holds_finalizer(parent);
     let finalizer = if !info.finalizer {
@@ -182,6 +202,10 @@ pub fn plan(
         has_finalizer.then_some(FinalizerAction::Remove)
     } else if crate::model::is_deleting(parent) {
         (has_finalizer && desired.finalized).then_some(FinalizerAction::Remove)
+    } else if fields.decorator && desired.children.is_empty() {
+        // A decorator holds a finalizer only where it attaches something; it lets go once
+        // what it attached is gone.
+        (has_finalizer && observed.is_empty()).then_some(FinalizerAction::Remove)
     } else {
         (!has_finalizer).then_some(FinalizerAction::Add)
     };
@@ -273,6 +297,10 @@ pub fn failure_status(
     fields: &StatusFields,
     now: &str,
 ) -> Option<Value> {
+    if fields.decorator {
+        // A decorator's failures show as events only: the object is not its to mark.
+        return None;
+    }
     fields.conditions.as_ref()?;
     let current = parent.get("status").cloned().unwrap_or(Value::Null);
     let status = with_failure(parent, &current, reason, message, fields, now);
@@ -289,7 +317,7 @@ pub fn with_failure(
     fields: &StatusFields,
     now: &str,
 ) -> Value {
-    let Some(admitted) = fields.conditions.as_deref() else {
+    let Some(admitted) = fields.conditions.as_deref().filter(|_| !fields.decorator) else {
         return status.clone();
     };
     let current = parent.get("status").cloned().unwrap_or(Value::Null);
@@ -335,6 +363,43 @@ fn status(
     let merged = merge_conditions(parent, current, current, &conditions, condition_fields, now);
     status.insert("conditions".into(), Value::Array(merged));
     (Value::Object(status), dropped)
+}
+
+/// What a decorator writes in the status of an object it does not own: only the plugin's fields
+/// (as far as the kind declares them) and the plugin's conditions (where the kind has them),
+/// applied under its own field manager beside the owner's; `None` when the plugin asks for
+/// nothing or the object already holds it. Never the host's own fields.
+fn decorator_status(
+    parent: &Value,
+    desired: &Desired,
+    current: &Value,
+    fields: &StatusFields,
+    now: &str,
+) -> (Option<Value>, Vec<String>) {
+    let (mut mine, dropped) = match &desired.status {
+        Some(Value::Object(s)) => {
+            let mut status = s.clone();
+            let dropped = fields.prune(&mut status);
+            (status, dropped)
+        }
+        _ => (Map::new(), Vec::new()),
+    };
+    if let Some(admitted) = fields.conditions.as_deref()
+        && !desired.conditions.is_empty()
+    {
+        let merged = merge_conditions(
+            parent,
+            current,
+            &Value::Null,
+            &desired.conditions,
+            admitted,
+            now,
+        );
+        mine.insert("conditions".into(), Value::Array(merged));
+    }
+    let mine = Value::Object(mine);
+    let wanted = mine.as_object().is_some_and(|m| !m.is_empty()) && !is_subset(&mine, current);
+    (wanted.then_some(mine), dropped)
 }
 
 /// The conditions of `base` with `conditions` merged in by type, each with the fields the kind
@@ -642,6 +707,7 @@ mod tests {
             observed_generation: false,
             conditions: None,
             schema: None,
+            decorator: false,
         };
         let mut d = desired(vec![]);
         d.status = Some(json!({"phase": "Ready"}));
@@ -685,12 +751,125 @@ mod tests {
         assert_eq!(again.dropped, ["status.active.terminatingReplicas"]);
     }
 
+    fn decorator_info() -> PluginInfo {
+        PluginInfo {
+            name: "services".into(),
+            finalizer: true,
+            ..info()
+        }
+    }
+
+    #[test]
+    fn a_decorator_on_a_built_in_kind_should_write_no_status_and_label_its_children() {
+        let fields = StatusFields::all().for_decorator(false);
+        let mut target = parent();
+        target["status"] = json!({"readyReplicas": 1});
+        let mut d = desired(vec![cm("web-0", json!({}))]);
+        d.status = Some(json!({"decorated": true}));
+        d.conditions = vec![synced(true, "Fine", "")];
+        let plan = plan(&decorator_info(), &fields, &target, &d, &[], "T0");
+        assert_eq!(
+            plan.status, None,
+            "nothing of the host's, nothing undeclared"
+        );
+        assert_eq!(
+            plan.finalizer,
+            Some(FinalizerAction::Add),
+            "it attaches something"
+        );
+        assert_eq!(
+            plan.children[0].object["metadata"]["labels"],
+            json!({DECORATOR_LABEL: "services"})
+        );
+        assert_eq!(
+            failure_status(&target, "ReconcileError", "boom", &fields, "T0"),
+            None,
+            "failures show as events only"
+        );
+    }
+
+    #[test]
+    fn a_decorator_should_hold_its_finalizer_only_while_it_attaches_something() {
+        let fields = StatusFields::all().for_decorator(false);
+        let mut target = parent();
+        target["metadata"]["finalizers"] = json!(["reconhost.dev/services"]);
+        let nothing = desired(vec![]);
+        let attached = observed("web-0", json!({}));
+        assert_eq!(
+            plan(&decorator_info(), &fields, &parent(), &nothing, &[], "T").finalizer,
+            None,
+            "an object it does not decorate gets no finalizer"
+        );
+        let still = plan(
+            &decorator_info(),
+            &fields,
+            &target,
+            &nothing,
+            &[attached],
+            "T",
+        );
+        assert_eq!(still.finalizer, None, "kept until what it attached is gone");
+        assert_eq!(still.children[0].action, Action::Delete);
+        assert_eq!(
+            plan(&decorator_info(), &fields, &target, &nothing, &[], "T").finalizer,
+            Some(FinalizerAction::Remove)
+        );
+    }
+
+    #[test]
+    fn a_decorators_status_should_be_only_what_the_plugin_asks_for_and_the_crd_declares() {
+        let schema = json!({"type": "object", "properties": {"status": {"type": "object",
+            "properties": {"decorated": {"type": "boolean"}, "replicas": {"type": "integer"},
+                           "conditions": {"type": "array", "items": {"type": "object",
+                               "properties": {"type": {"type": "string"}, "status": {"type": "string"}}}}}}}});
+        let fields = StatusFields::from_schema(&schema).for_decorator(true);
+        let mut target = parent();
+        target["status"] = json!({"replicas": 3});
+        let mut d = desired(vec![]);
+        d.status = Some(json!({"decorated": true, "undeclared": 1}));
+        d.conditions = vec![synced(true, "Fine", "")];
+        let first = plan(&decorator_info(), &fields, &target, &d, &[], "T0");
+        assert_eq!(
+            first.status,
+            Some(json!({"decorated": true, "conditions": [{"type": "Synced", "status": "True"}]})),
+            "its own fields beside the owner's, no observedGeneration"
+        );
+        assert_eq!(first.dropped, ["status.undeclared"]);
+        target["status"] = json!({"replicas": 3, "decorated": true,
+                                  "conditions": [{"type": "Synced", "status": "True"}]});
+        assert_eq!(
+            plan(&decorator_info(), &fields, &target, &d, &[], "T1").status,
+            None,
+            "held already"
+        );
+    }
+
+    #[test]
+    fn an_owners_children_should_not_carry_the_decorator_label() {
+        let forged = cm("web", json!({}));
+        let mut forged = forged;
+        forged["metadata"]["labels"] = json!({DECORATOR_LABEL: "services", "app": "web"});
+        let plan = plan(
+            &info(),
+            &StatusFields::all(),
+            &parent(),
+            &desired(vec![forged]),
+            &[],
+            "T",
+        );
+        assert_eq!(
+            plan.children[0].object["metadata"]["labels"],
+            json!({"app": "web"})
+        );
+    }
+
     #[test]
     fn conditions_should_carry_only_the_fields_the_kind_declares() {
         let some = StatusFields {
             observed_generation: false,
             conditions: Some(vec!["type", "status", "message"]),
             schema: None,
+            decorator: false,
         };
         let status = plan(&info(), &some, &parent(), &desired(vec![]), &[], "T0")
             .status

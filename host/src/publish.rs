@@ -215,6 +215,7 @@ async fn plan(args: &InstallArgs, default_namespace: Option<&str>) -> anyhow::Re
         resync_period: None,
         ignore_parent_status_changes: false,
         adopt_orphans: None,
+        decorator: None,
     };
     let plugin = ReconcilePlugin::new(&rp_name, spec);
     Ok(Planned {

@@ -191,6 +191,7 @@ pub async fn run(
                 resync: None,
                 ignore_parent_status: false,
                 adopt: None,
+                decorator: None,
             };
             supervisor
                 .apply(&owner_of(path), spec)

@@ -4,7 +4,9 @@
 //! Each controller is claimed by an *owner*: a ReconcilePlugin (by name) in the dynamic mode, a
 //! `--plugin` file in the static mode. The supervisor keeps the rules that make plugins
 //! independent of each other:
-//! - one controller per parent kind: a second owner for a kind is refused;
+//! - one controller per parent kind: a second owner for a kind is refused, except that
+//!   decorators (which write no status and tell their children apart) may share a kind with
+//!   each other and with the kind's own plugin;
 //! - one owner per plugin name: the name is the field manager, the finalizer and the metrics
 //!   label, so two plugins sharing it would take over each other's fields and finalizers;
 //! - an owner's plugin keeps its name and parent kind across versions: a renamed plugin would
@@ -62,6 +64,11 @@ pub enum SupervisorError {
         /// The new version's.
         to: GroupKind,
     },
+    /// The plugin would turn from a decorator into its parents' owner, or back.
+    #[error(
+        "a plugin cannot turn from a decorator into its parents' owner or back (their children are told apart); remove and install it again"
+    )]
+    RoleChanged,
     /// The revision could not be prepared (a kind not served, a rule of the host broken).
     #[error(transparent)]
     Prepare(#[from] PrepareError),
@@ -162,7 +169,8 @@ impl Supervisor {
             self.ctx.metrics.swaps().failed.inc();
             return Err(SupervisorError::Cycle { cycle });
         }
-        let (controller, fresh) = self.claim(owner, &info.name, &parent)?;
+        let decorator = spec.decorator.is_some();
+        let (controller, fresh) = self.claim(owner, &info.name, &parent, decorator)?;
         let result = self.prepare_and_swap(&controller, spec).await;
         let swaps = self.ctx.metrics.swaps();
         match result {
@@ -212,10 +220,11 @@ impl Supervisor {
         owner: &str,
         name: &str,
         parent: &GroupKind,
+        decorator: bool,
     ) -> Result<(Arc<Controller>, bool), SupervisorError> {
         let mut entries = self.entries.lock().expect("supervisor lock poisoned");
         for (other, controller) in entries.iter().filter(|(o, _)| *o != owner) {
-            if controller.parent() == parent {
+            if controller.parent() == parent && !decorator && !controller.decorates() {
                 return Err(SupervisorError::KindTaken {
                     parent: parent.clone(),
                     other: other.clone(),
@@ -241,9 +250,17 @@ impl Supervisor {
                     to: parent.clone(),
                 });
             }
+            if controller.decorates() != decorator {
+                return Err(SupervisorError::RoleChanged);
+            }
             return Ok((controller.clone(), false));
         }
-        let controller = Arc::new(Controller::new(name, parent.clone(), self.ctx.clone()));
+        let controller = Arc::new(Controller::new(
+            name,
+            parent.clone(),
+            decorator,
+            self.ctx.clone(),
+        ));
         entries.insert(owner.to_owned(), controller.clone());
         Ok((controller, true))
     }
@@ -424,36 +441,58 @@ mod tests {
     #[tokio::test]
     async fn claims_should_keep_kinds_and_names_unique_and_names_fixed() {
         let s = supervisor();
-        let (_, fresh) = s.claim("a", "widget", &kind("Widget")).unwrap();
+        let (_, fresh) = s.claim("a", "widget", &kind("Widget"), false).unwrap();
         assert!(fresh);
-        let (_, fresh) = s.claim("a", "widget", &kind("Widget")).unwrap();
+        let (_, fresh) = s.claim("a", "widget", &kind("Widget"), false).unwrap();
         assert!(!fresh, "the owner's own controller again");
         assert!(matches!(
-            s.claim("b", "other", &kind("Widget")),
+            s.claim("b", "other", &kind("Widget"), false),
             Err(SupervisorError::KindTaken { other, .. }) if other == "a"
         ));
         assert!(matches!(
-            s.claim("b", "widget", &kind("Gadget")),
+            s.claim("b", "widget", &kind("Gadget"), false),
             Err(SupervisorError::NameTaken { other, .. }) if other == "a"
         ));
         assert!(matches!(
-            s.claim("a", "renamed", &kind("Widget")),
+            s.claim("a", "renamed", &kind("Widget"), false),
             Err(SupervisorError::NameChanged { .. })
         ));
         assert!(matches!(
-            s.claim("a", "widget", &kind("Gadget")),
+            s.claim("a", "widget", &kind("Gadget"), false),
             Err(SupervisorError::ParentChanged { .. })
         ));
         assert!(
-            s.claim("b", "gadget", &kind("Gadget")).is_ok(),
+            s.claim("b", "gadget", &kind("Gadget"), false).is_ok(),
             "another kind and name"
         );
         assert_eq!(s.len(), 2);
         assert!(s.remove("a").await);
         assert!(
-            s.claim("c", "widget", &kind("Widget")).is_ok(),
+            s.claim("c", "widget", &kind("Widget"), false).is_ok(),
             "free again once removed"
         );
+    }
+
+    #[tokio::test]
+    async fn decorators_should_share_a_kind_with_each_other_and_its_owner_but_keep_their_names() {
+        let s = supervisor();
+        assert!(s.claim("owner", "widget", &kind("Widget"), false).is_ok());
+        assert!(s.claim("d1", "services", &kind("Widget"), true).is_ok());
+        assert!(s.claim("d2", "roles", &kind("Widget"), true).is_ok());
+        assert!(matches!(
+            s.claim("d3", "roles", &kind("Widget"), true),
+            Err(SupervisorError::NameTaken { other, .. }) if other == "d2"
+        ));
+        assert!(matches!(
+            s.claim("second", "other", &kind("Widget"), false),
+            Err(SupervisorError::KindTaken { other, .. }) if other == "owner"
+        ));
+        assert_eq!(s.len(), 3);
+        assert!(s.remove("owner").await);
+        assert!(matches!(
+            s.claim("d1", "services", &kind("Widget"), false),
+            Err(SupervisorError::RoleChanged)
+        ));
     }
 
     #[tokio::test]

@@ -77,6 +77,7 @@ pub async fn reload_on_change(
             resync: None,
             ignore_parent_status: false,
             adopt: None,
+            decorator: None,
         };
         match supervisor.apply(&owner, spec).await {
             Ok(applied) => {

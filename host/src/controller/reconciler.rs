@@ -70,6 +70,8 @@ pub struct Reconciler {
     health: Arc<Health>,
     /// The orphans it may adopt (the ReconcilePlugin's `adoptOrphans`); `None`: none.
     adopt: Option<Selector>,
+    /// Whether the plugin decorates its parents rather than owning them.
+    decorator: bool,
 }
 
 /// What the reconciler is built from.
@@ -100,6 +102,8 @@ pub struct Parts {
     pub health: Arc<Health>,
     /// The orphans it may adopt; `None`: none.
     pub adopt: Option<Selector>,
+    /// Whether the plugin decorates its parents rather than owning them.
+    pub decorator: bool,
 }
 
 impl Reconciler {
@@ -124,6 +128,7 @@ impl Reconciler {
             guest_memory: parts.guest_memory,
             health: parts.health,
             adopt: parts.adopt,
+            decorator: parts.decorator,
         }
     }
 
@@ -244,7 +249,7 @@ impl Reconciler {
             );
         }
 
-        let fields = self.wiring.schema().fields();
+        let fields = self.status_fields();
         let plan_for = |desired: &model::Desired| {
             let mut plan = planner::plan(
                 self.plugin.info(),
@@ -391,6 +396,27 @@ impl Reconciler {
         }
     }
 
+    /// What the host may write in a parent's status: the kind's fields, or a decorator's share.
+    fn status_fields(&self) -> planner::StatusFields {
+        let fields = self.wiring.schema().fields();
+        if self.decorator {
+            fields.for_decorator(self.wiring.has_crd())
+        } else {
+            fields
+        }
+    }
+
+    /// Whether `child`, controlled by the parent, is this plugin's: a decorator's carry its
+    /// name in [`model::DECORATOR_LABEL`], the owner's carry no such label.
+    fn is_mine(&self, child: &Cached) -> bool {
+        let label = child.meta.label(model::DECORATOR_LABEL);
+        if self.decorator {
+            label == Some(self.plugin.info().name.as_str())
+        } else {
+            label.is_none()
+        }
+    }
+
     /// How long a parent being deleted may still wait for the plugin's cleanup (zero: its
     /// time is up), from its `deletionTimestamp` and the plugin's finalize timeout.
     fn finalize_left(&self, parent: &Value) -> Duration {
@@ -417,6 +443,9 @@ impl Reconciler {
         for informer in &self.children {
             let mut allowed: HashMap<String, bool> = HashMap::new();
             for child in informer.store().controlled_by(uid) {
+                if !self.is_mine(&child) {
+                    continue;
+                }
                 let place = child.meta.key.namespace.clone();
                 if !namespace.is_empty() && !place.is_empty() && place != namespace {
                     continue;
@@ -459,11 +488,55 @@ impl Reconciler {
     /// Its children stay; the garbage collector takes them with the parent.
     pub async fn unselected(&self, key: &ObjectKey, parent: &Value) -> Next {
         self.wiring.forget(key);
+        if self.decorator {
+            return self.undecorate(key, parent).await;
+        }
         if !self.plugin.info().holds_finalizer(parent) {
             debug!(plugin = %self.plugin.info().name, parent = %key, "not selected");
             return Next::Done;
         }
         self.release(key, parent).await
+    }
+
+    /// A decorated object that left the decorator's selection loses what it attached (its
+    /// children, deleted) and its finalizer, without a call: the object is no longer the
+    /// plugin's to decorate. One it never decorated gets no write at all.
+    async fn undecorate(&self, key: &ObjectKey, parent: &Value) -> Next {
+        let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
+        let uid = parent["metadata"]["uid"].as_str().unwrap_or("");
+        let observed: Vec<Value> = self
+            .children_of(namespace, uid)
+            .await
+            .iter()
+            .map(|c| c.observed())
+            .collect();
+        let mut plan = planner::plan(
+            self.plugin.info(),
+            &self.status_fields(),
+            parent,
+            &model::Desired::default(),
+            &observed,
+            &model::now(),
+        );
+        plan.status = None;
+        plan.finalizer = self
+            .plugin
+            .info()
+            .holds_finalizer(parent)
+            .then_some(planner::FinalizerAction::Remove);
+        if plan.is_noop() {
+            debug!(plugin = %self.plugin.info().name, parent = %key, "not selected");
+            return Next::Done;
+        }
+        match self.applier.apply(parent, &plan, |_| None).await {
+            Ok(outcome) => {
+                self.observe(outcome.written);
+                info!(plugin = %self.plugin.info().name, parent = %key, children = observed.len(),
+                      "no longer decorated: removed what the plugin attached and its finalizer");
+                Next::Done
+            }
+            Err(error) => self.apply_failed(key, parent, error).await,
+        }
     }
 
     /// Removes the host's finalizer from a parent, without calling the plugin: one being deleted

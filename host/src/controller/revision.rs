@@ -52,6 +52,9 @@ pub struct Spec {
     /// The orphans (objects without a controller) it may adopt as children, by their labels;
     /// `None`: none.
     pub adopt: Option<Selector>,
+    /// Set when the plugin decorates objects it does not own: which of them, by their
+    /// annotations (empty: every one the parent selector selects).
+    pub decorator: Option<Selector>,
 }
 
 /// One version of a plugin, ready to serve its controller's parents.
@@ -117,6 +120,7 @@ impl Revision {
         );
         let reconciler = Reconciler::new(Parts {
             adopt: spec.adopt.clone(),
+            decorator: spec.decorator.is_some(),
             plugin: spec.plugin.clone(),
             config: spec.config.clone(),
             wiring: wiring.clone(),

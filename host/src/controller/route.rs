@@ -38,6 +38,8 @@ pub struct Selection {
     /// They live in one of these namespaces (`None`: any); a cluster-scoped parent lives in
     /// none and is not filtered by them.
     pub namespaces: Option<std::collections::BTreeSet<String>>,
+    /// Their annotations match it (a decorator's `annotationSelector`; empty: all).
+    pub annotations: Selector,
 }
 
 impl Selection {
@@ -47,7 +49,12 @@ impl Selection {
             Some(namespaces) if !key.namespace.is_empty() => namespaces.contains(&key.namespace),
             _ => true,
         };
-        in_namespace && self.selector.matches_object(parent)
+        let annotations = parent["metadata"]["annotations"].as_object();
+        in_namespace
+            && self.selector.matches_object(parent)
+            && self
+                .annotations
+                .matches_with(|key| annotations?.get(key)?.as_str())
     }
 }
 
@@ -189,6 +196,7 @@ mod tests {
         let selection = Selection {
             selector: Selector::parse("tier=web").expect("a selector"),
             namespaces: Some(["a".to_owned()].into()),
+            annotations: Selector::default(),
         };
         let route = Route::to("stable", Assignment::All, selection);
         let web = parent("u", json!({"tier": "web"}));
@@ -217,6 +225,28 @@ mod tests {
             Decision::Skip,
             "not even released by a replica that does not own it"
         );
+    }
+
+    #[test]
+    fn a_decorator_should_serve_only_the_parents_its_annotations_select() {
+        let selection = Selection {
+            annotations: Selector::parse("service-per-pod").expect("a selector"),
+            ..Selection::default()
+        };
+        let route = Route::to("stable", Assignment::All, selection);
+        let annotated = json!({"metadata": {"uid": "u", "annotations": {"service-per-pod": "x"}}});
+        assert_eq!(route.decide(&key("a"), &annotated), serve("stable"));
+        for other in [
+            json!({"metadata": {"uid": "u", "annotations": {"other": "x"}}}),
+            json!({"metadata": {"uid": "u", "labels": {"service-per-pod": "x"}}}),
+            json!({"metadata": {"uid": "u"}}),
+        ] {
+            assert_eq!(
+                route.decide(&key("a"), &other),
+                Decision::Release("stable"),
+                "{other}"
+            );
+        }
     }
 
     #[test]

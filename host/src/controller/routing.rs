@@ -205,6 +205,7 @@ fn selection_of(revision: &Revision) -> Selection {
     Selection {
         selector: revision.spec().parent_selector.clone(),
         namespaces: revision.spec().parent_namespaces.clone(),
+        annotations: revision.spec().decorator.clone().unwrap_or_default(),
     }
 }
 

@@ -97,6 +97,8 @@ pub struct Wiring {
     /// Whether a change of nothing but a parent's status leaves it unqueued (the serving
     /// plugin asked so).
     ignore_status: Arc<AtomicBool>,
+    /// Whether a CustomResourceDefinition serves the parent kind (not a built-in kind).
+    crd: bool,
     /// Kept for their `Drop`: the parent kind's handler and the watch on its CRD.
     _parent_handler: Registration,
     _schema: Option<WatchHandle>,
@@ -174,6 +176,7 @@ impl Wiring {
             informers: ctx.informers.clone(),
             wires: Mutex::default(),
             ignore_status,
+            crd: crd.is_some(),
             _parent_handler: parent_handler,
             _schema: schema_watch,
         })
@@ -244,6 +247,11 @@ impl Wiring {
                 queue.add(parent, Priority::Normal);
             }
         })
+    }
+
+    /// Whether a CustomResourceDefinition serves the parent kind (not a built-in kind).
+    pub fn has_crd(&self) -> bool {
+        self.crd
     }
 
     /// Whether a change of nothing but a parent's status leaves it unqueued from now on.

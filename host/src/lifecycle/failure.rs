@@ -114,9 +114,9 @@ impl Failure {
     pub(super) fn supervisor(error: &SupervisorError, parent: &KindRef) -> Self {
         let reason = match error {
             SupervisorError::KindTaken { .. } | SupervisorError::NameTaken { .. } => "Conflict",
-            SupervisorError::NameChanged { .. } | SupervisorError::ParentChanged { .. } => {
-                "UpgradeFailed"
-            }
+            SupervisorError::NameChanged { .. }
+            | SupervisorError::ParentChanged { .. }
+            | SupervisorError::RoleChanged => "UpgradeFailed",
             SupervisorError::Prepare(PrepareError::Discovery(d)) => {
                 return Self::discovery(d, parent);
             }

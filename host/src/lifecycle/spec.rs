@@ -34,6 +34,9 @@ pub fn fingerprint(rp: &ReconcilePlugin) -> u64 {
     serde_json::to_string(&rp.spec.adopt_orphans)
         .unwrap_or_default()
         .hash(&mut hasher);
+    serde_json::to_string(&rp.spec.decorator)
+        .unwrap_or_default()
+        .hash(&mut hasher);
     hasher.finish()
 }
 
@@ -64,6 +67,29 @@ pub fn adoption_of(rp: &ReconcilePlugin) -> Result<Option<Selector>, Failure> {
                 Stage::Start,
                 "InvalidAdoptOrphans",
                 format!("spec.adoptOrphans: {e}"),
+            )
+        })
+}
+
+/// A decorator's annotation selector (empty: every object); `None` for a plugin that owns its
+/// parents.
+pub fn decorator_of(rp: &ReconcilePlugin) -> Result<Option<Selector>, Failure> {
+    let Some(decorator) = &rp.spec.decorator else {
+        return Ok(None);
+    };
+    decorator
+        .annotation_selector
+        .as_ref()
+        .map_or_else(
+            || Ok(Selector::default()),
+            |s| Selector::from_label_selector(&s.as_label_selector()),
+        )
+        .map(Some)
+        .map_err(|e| {
+            Failure::new(
+                Stage::Start,
+                "InvalidAnnotationSelector",
+                format!("spec.decorator.annotationSelector: {e}"),
             )
         })
 }

@@ -36,6 +36,9 @@ pub struct StatusFields {
     /// The status schema the plugin's own fields are pruned to ([`prune`]); `None` when
     /// anything goes (no schema, or one that preserves unknown fields at `status`).
     pub schema: Option<Arc<Value>>,
+    /// The plugin decorates the parent rather than owning it: the host writes none of its own
+    /// fields there (no `observedGeneration`, no `Synced`), only what the plugin asks for.
+    pub decorator: bool,
 }
 
 impl StatusFields {
@@ -45,6 +48,23 @@ impl StatusFields {
             observed_generation: true,
             conditions: Some(CONDITION_FIELDS.to_vec()),
             schema: None,
+            decorator: false,
+        }
+    }
+
+    /// What a decorator may write on the objects it decorates: none of the host's fields, and
+    /// the plugin's status and conditions only as far as the kind's CRD declares them; without
+    /// a CRD (a built-in kind) nothing at all, since nothing declares what the status may hold.
+    pub fn for_decorator(self, crd: bool) -> Self {
+        Self {
+            observed_generation: false,
+            conditions: if crd { self.conditions } else { None },
+            schema: if crd {
+                self.schema
+            } else {
+                Some(Arc::new(Value::Null))
+            },
+            decorator: true,
         }
     }
 
@@ -95,6 +115,7 @@ impl StatusFields {
             observed_generation,
             conditions,
             schema,
+            decorator: false,
         }
     }
 

@@ -18,6 +18,7 @@ mod control_loop;
 mod control_restart;
 mod control_scale;
 mod corpus;
+mod decorator;
 mod faults;
 mod grants;
 mod host_share;

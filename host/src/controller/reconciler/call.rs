@@ -79,7 +79,7 @@ impl Reconciler {
         stable: (&Plugin, &model::Desired),
         result: Result<Outcome, CallError>,
     ) {
-        let fields = self.wiring.schema().fields();
+        let fields = self.status_fields();
         let now = model::now();
         let plan = |plugin: &Plugin, desired: &model::Desired| {
             planner::plan(

@@ -84,6 +84,10 @@ impl Reconciler {
     /// Says once per change of the parent kind's schema, on the first parent whose status it
     /// wrote, which of the host's fields the kind does not declare.
     pub(super) async fn say_missing_fields(&self, parent: &Value) {
+        if self.decorator {
+            // A decorator writes none of the host's fields anywhere: nothing is missing.
+            return;
+        }
         if let Some(missing) = self.wiring.schema().unsaid_missing() {
             let event = Event {
                 type_: EventType::Warning,
@@ -124,7 +128,7 @@ impl Reconciler {
     /// conditions), and a Warning event.
     pub(super) async fn report(&self, parent: &Value, reason: &str, message: &str) {
         self.health.synced_false();
-        let fields = self.wiring.schema().fields();
+        let fields = self.status_fields();
         if let Some(status) =
             planner::failure_status(parent, reason, message, &fields, &model::now())
         {

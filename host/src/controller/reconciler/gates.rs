@@ -103,7 +103,13 @@ impl Reconciler {
             };
             match &existing.meta.controller {
                 // Ours, only not shown to the plugin (its account may not list the kind).
-                Some(owner) if owner.uid == parent_uid => {}
+                Some(owner) if owner.uid == parent_uid && self.is_mine(&existing) => {}
+                Some(owner) if owner.uid == parent_uid => {
+                    return Err(format!(
+                        "{} already exists and was attached to this parent by another plugin (its owner or another decorator): the host does not take over another plugin's child",
+                        child.target()
+                    ));
+                }
                 Some(owner) => {
                     return Err(format!(
                         "{} already exists and is controlled by {} {}: the host does not take over objects it did not create for this parent",
