@@ -7,7 +7,7 @@ use crate::common;
 
 use common::plugins::{digest_of, exclusive};
 use common::{CONVERGE, World, controlled_by, drained, get, plugin};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
@@ -53,6 +53,27 @@ async fn services_of(world: &World, sets: &Api<DynamicObject>, name: &str, count
     .await;
 }
 
+/// The annotation selector of the service-per-pod decorator: StatefulSets that opt in.
+fn opt_in() -> Value {
+    json!({"annotationSelector": {"matchExpressions": [{"key": OPT_IN, "operator": "Exists"}]}})
+}
+
+/// Installs `component` (uploaded to ConfigMap `cm`) as decorator `name` on StatefulSets in
+/// this namespace, and waits until it is Ready.
+async fn install(world: &World, name: &str, component: &str, cm: &str, decorator: Value) {
+    world.plugin_config_map(cm, &plugin(component)).await;
+    let mut rp = world.reconcile_plugin(
+        name,
+        ["apps/v1", "StatefulSet"],
+        &digest_of(&plugin(component)),
+        world.config_map_source(cm),
+    );
+    rp["spec"]["namespaces"] = json!([world.namespace]);
+    rp["spec"]["decorator"] = decorator;
+    world.apply_plugin(&rp).await;
+    world.plugin_ready(name).await;
+}
+
 /// Whether the host (any of its field managers) ever wrote `object`'s status.
 fn host_wrote_status(object: &Value) -> bool {
     object["metadata"]["managedFields"]
@@ -72,9 +93,6 @@ async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its
     let world = World::new("decorator").await;
     let _suite = exclusive(&world.client).await;
     world.service_account("plugin").await;
-    world
-        .plugin_config_map("services", &plugin("decorator-services"))
-        .await;
     let host = world
         .host_with(&[], &[], &["--allow-builtin-parents"])
         .await;
@@ -84,16 +102,7 @@ async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its
         .await;
     world.create(&sets, stateful_set("db", 1, json!({}))).await;
 
-    let mut rp = world.reconcile_plugin(
-        RP,
-        ["apps/v1", "StatefulSet"],
-        &digest_of(&plugin("decorator-services")),
-        world.config_map_source("services"),
-    );
-    rp["spec"]["namespaces"] = json!([world.namespace]);
-    rp["spec"]["decorator"] = json!({"annotationSelector": {"matchExpressions": [{"key": OPT_IN, "operator": "Exists"}]}});
-    world.apply_plugin(&rp).await;
-    world.plugin_ready(RP).await;
+    install(&world, RP, "decorator-services", "services", opt_in()).await;
 
     // The annotated StatefulSet gets a Service per Pod, labelled as the decorator's, and the
     // finalizer; the other gets nothing at all.
@@ -116,23 +125,19 @@ async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its
     }
 
     // Scaled: one more Service.
-    sets.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 3}})),
-    )
-    .await
-    .expect("scaling web");
+    world
+        .merge(&sets, "web", json!({"spec": {"replicas": 3}}))
+        .await;
     services_of(&world, &sets, "web", 3).await;
 
     // Opting out releases: what was attached goes, and the finalizer.
-    sets.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {OPT_IN: null}}})),
-    )
-    .await
-    .expect("opting web out");
+    world
+        .merge(
+            &sets,
+            "web",
+            json!({"metadata": {"annotations": {OPT_IN: null}}}),
+        )
+        .await;
     services_of(&world, &sets, "web", 0).await;
     eventually(CONVERGE, "web's finalizer to go", || async {
         let web = get(&sets, "web").await?;
@@ -141,5 +146,61 @@ async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its
     .await;
     let web = get(&sets, "web").await.expect("web");
     assert!(!host_wrote_status(&web), "{web}");
+    world.uninstall(RP).await;
+}
+
+#[tokio::test]
+async fn two_decorators_on_one_kind_should_keep_to_their_own_children() {
+    let world = World::new("decorators").await;
+    let _suite = exclusive(&world.client).await;
+    world.service_account("plugin").await;
+    let host = world
+        .host_with(&[], &[], &["--allow-builtin-parents"])
+        .await;
+    let sets = world.api("apps", "v1", "StatefulSet", "statefulsets");
+    world
+        .create(&sets, stateful_set("web", 2, json!({OPT_IN: "true"})))
+        .await;
+    install(&world, RP, "decorator-services", "services", opt_in()).await;
+    install(
+        &world,
+        "config-per-set",
+        "decorator-configs",
+        "configs",
+        json!({}),
+    )
+    .await;
+
+    // Both attach to web, each its own, both controlled by web.
+    let config_says = |replicas: &'static str| {
+        let (world, sets) = (&world, &sets);
+        async move {
+            eventually(CONVERGE, &format!("web-config at {replicas}"), || async {
+                let config = get(&world.config_maps(), "web-config").await?;
+                let web = get(sets, "web").await?;
+                (controlled_by(&config, &web)
+                    && config["metadata"]["labels"]["reconhost.dev/decorator"] == "config-per-set"
+                    && config["data"]["replicas"] == replicas)
+                    .then_some(())
+            })
+            .await
+        }
+    };
+    services_of(&world, &sets, "web", 2).await;
+    config_says("2").await;
+
+    // A change reaches both; neither removes what the other attached.
+    world
+        .merge(&sets, "web", json!({"spec": {"replicas": 3}}))
+        .await;
+    services_of(&world, &sets, "web", 3).await;
+    config_says("3").await;
+    drained(&host, RP).await;
+    drained(&host, "config-per-set").await;
+    services_of(&world, &sets, "web", 3).await;
+    config_says("3").await;
+    let web = get(&sets, "web").await.expect("web");
+    assert!(!host_wrote_status(&web), "{web}");
+    world.uninstall("config-per-set").await;
     world.uninstall(RP).await;
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use common::plugins::{cond, digest_of, exclusive, has, reconcile_plugins};
 use common::{CONVERGE, World, controlled_by, drained, get, plugin, reconciles, synced};
 use kube::api::{DeleteParams, Patch, PatchParams};
-use reconhost_tests::host::sample;
+use reconhost_tests::host::{Host, sample};
 use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
@@ -123,6 +123,22 @@ async fn configmap_install_should_reconcile_parents_and_report_what_serves() {
         "{metrics}"
     );
     world.uninstall(WEBAPP_RP).await;
+}
+
+/// A host in the dynamic mode serving Stamps: the plugin's account and ConfigMap
+/// (lifecycle-v1), and its ReconcilePlugin as `edit` makes it, applied and Ready. Returns the
+/// host and the ReconcilePlugin, to change it further.
+async fn stamp_installed(world: &World, edit: impl FnOnce(&mut Value)) -> (Host, Value) {
+    world.service_account("plugin").await;
+    world
+        .plugin_config_map("stamp-v1", &plugin("lifecycle-v1"))
+        .await;
+    let host = world.host(&[], &[]).await;
+    let mut rp = world.stamp_plugin("stamp-v1", "lifecycle-v1");
+    edit(&mut rp);
+    world.apply_plugin(&rp).await;
+    world.plugin_ready(STAMP_RP).await;
+    (host, rp)
 }
 
 /// Stamps `0..count`, and the value each was last given.
@@ -875,15 +891,8 @@ async fn components_the_host_cannot_take_should_say_why() {
 async fn a_resync_period_should_reconcile_every_parent_again_until_it_is_turned_off() {
     let world = World::new("rp-resync").await;
     let _suite = exclusive(&world.client).await;
-    world.service_account("plugin").await;
-    world
-        .plugin_config_map("stamp-v1", &plugin("lifecycle-v1"))
-        .await;
-    let host = world.host(&[], &[]).await;
-    let mut rp = world.stamp_plugin("stamp-v1", "lifecycle-v1");
-    rp["spec"]["resyncPeriod"] = json!("1s");
-    world.apply_plugin(&rp).await;
-    world.plugin_ready(STAMP_RP).await;
+    let (host, mut rp) =
+        stamp_installed(&world, |rp| rp["spec"]["resyncPeriod"] = json!("1s")).await;
     let values = stamps(&world, 2).await;
     served_by(&world, &values, "1").await;
 
@@ -919,15 +928,10 @@ async fn a_resync_period_should_reconcile_every_parent_again_until_it_is_turned_
 async fn a_plugin_that_ignores_status_changes_should_be_woken_only_by_the_rest() {
     let world = World::new("rp-status-only").await;
     let _suite = exclusive(&world.client).await;
-    world.service_account("plugin").await;
-    world
-        .plugin_config_map("stamp-v1", &plugin("lifecycle-v1"))
-        .await;
-    let host = world.host(&[], &[]).await;
-    let mut rp = world.stamp_plugin("stamp-v1", "lifecycle-v1");
-    rp["spec"]["ignoreParentStatusChanges"] = json!(true);
-    world.apply_plugin(&rp).await;
-    world.plugin_ready(STAMP_RP).await;
+    let (host, _) = stamp_installed(&world, |rp| {
+        rp["spec"]["ignoreParentStatusChanges"] = json!(true);
+    })
+    .await;
     let mut values = stamps(&world, 2).await;
     served_by(&world, &values, "1").await;
 
@@ -944,14 +948,8 @@ async fn a_plugin_that_ignores_status_changes_should_be_woken_only_by_the_rest()
     // A spec change made after it, on s001, is served; once the queue is empty, the status
     // change (earlier on the same watch) has been seen, and did not wake s000.
     world
-        .stamps()
-        .patch(
-            "s001",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"value": 5}})),
-        )
-        .await
-        .expect("patching s001");
+        .merge(&world.stamps(), "s001", json!({"spec": {"value": 5}}))
+        .await;
     values.insert("s001".into(), 5);
     eventually(CONVERGE, "s001 served with its new value", || async {
         let s = get(&world.stamps(), "s001").await?;
@@ -964,14 +962,12 @@ async fn a_plugin_that_ignores_status_changes_should_be_woken_only_by_the_rest()
 
     // A label wakes it, like any change that is not its status alone.
     world
-        .stamps()
-        .patch(
+        .merge(
+            &world.stamps(),
             "s000",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+            json!({"metadata": {"labels": {"touched": "yes"}}}),
         )
-        .await
-        .expect("labelling s000");
+        .await;
     served_by(&world, &values, "1").await;
     world.uninstall(STAMP_RP).await;
 }
@@ -1034,10 +1030,6 @@ async fn hosts_with_plugin_selectors_should_each_serve_only_their_tenants_plugin
 async fn orphans_should_be_adopted_only_where_the_operator_consented() {
     let world = World::new("rp-adopt").await;
     let _suite = exclusive(&world.client).await;
-    world.service_account("plugin").await;
-    world
-        .plugin_config_map("stamp-v1", &plugin("lifecycle-v1"))
-        .await;
     // Objects made by hand where the plugin will want its children, one labelled adoptable.
     for (name, labels) in [
         ("s000-stamp", json!({"adoptable": "yes"})),
@@ -1052,11 +1044,10 @@ async fn orphans_should_be_adopted_only_where_the_operator_consented() {
             )
             .await;
     }
-    let _host = world.host(&[], &[]).await;
-    let mut rp = world.stamp_plugin("stamp-v1", "lifecycle-v1");
-    rp["spec"]["adoptOrphans"] = json!({"matchLabels": {"adoptable": "yes"}});
-    world.apply_plugin(&rp).await;
-    world.plugin_ready(STAMP_RP).await;
+    let _installed = stamp_installed(&world, |rp| {
+        rp["spec"]["adoptOrphans"] = json!({"matchLabels": {"adoptable": "yes"}});
+    })
+    .await;
     stamps(&world, 2).await;
 
     let adopted_by = |child: &'static str, parent: &'static str| {
@@ -1109,14 +1100,12 @@ async fn orphans_should_be_adopted_only_where_the_operator_consented() {
 
     // Its owner labels it adoptable: the retry takes it.
     world
-        .config_maps()
-        .patch(
+        .merge(
+            &world.config_maps(),
             "s001-stamp",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"adoptable": "yes"}}})),
+            json!({"metadata": {"labels": {"adoptable": "yes"}}}),
         )
-        .await
-        .expect("labelling s001-stamp");
+        .await;
     adopted_by("s001-stamp", "s001").await;
     world.uninstall(STAMP_RP).await;
 }

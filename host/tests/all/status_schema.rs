@@ -11,7 +11,7 @@ use crate::common;
 
 use common::{CONVERGE, World, condition, get};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use reconhost_tests::host::sample;
 use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
@@ -100,8 +100,6 @@ async fn install_crd(
 trait StatusSchemaWorld {
     fn legacies(&self) -> Api<DynamicObject>;
 
-    async fn merge(&self, api: &Api<DynamicObject>, name: &str, patch: Value);
-
     async fn status_of(&self, name: &str, want: impl Fn(&Value) -> bool) -> Value;
 
     async fn warning(&self, name: &str, reason: &str) -> String;
@@ -114,12 +112,6 @@ trait StatusSchemaWorld {
 impl StatusSchemaWorld for World {
     fn legacies(&self) -> Api<DynamicObject> {
         self.api("test.reconhost.dev", "v1", "Legacy", "legacies")
-    }
-
-    async fn merge(&self, api: &Api<DynamicObject>, name: &str, patch: Value) {
-        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .unwrap_or_else(|e| panic!("patching {name}: {e}"));
     }
 
     async fn status_of(&self, name: &str, want: impl Fn(&Value) -> bool) -> Value {

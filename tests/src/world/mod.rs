@@ -18,7 +18,9 @@ use std::time::Duration;
 use crate::TestCluster;
 use crate::host::{Host, HostOptions, sample};
 use crate::support::eventually;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::{Value, json};
 
 /// Generous bound for convergence on a small, busy machine; a limit, not a measurement.
@@ -234,6 +236,13 @@ impl World {
             .await
             .unwrap_or_else(|e| panic!("creating {:?}: {e}", object.metadata.name));
         serde_json::to_value(created).expect("JSON")
+    }
+
+    /// Merge-patches object `name` through `api`.
+    pub async fn merge(&self, api: &Api<DynamicObject>, name: &str, patch: Value) {
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_or_else(|e| panic!("patching {name}: {e}"));
     }
 
     /// Creates WebApp `name` in this namespace with this image and replica count.
