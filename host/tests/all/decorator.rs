@@ -8,6 +8,7 @@ use crate::common;
 use common::plugins::{digest_of, exclusive};
 use common::{CONVERGE, World, controlled_by, drained, get, plugin};
 use kube::api::{Api, DynamicObject};
+use reconhost_tests::host::Host;
 use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
@@ -88,10 +89,9 @@ fn host_wrote_status(object: &Value) -> bool {
         })
 }
 
-#[tokio::test]
-async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its_own() {
-    let world = World::new("decorator").await;
-    let _suite = exclusive(&world.client).await;
+/// The plugins' account, a host that may reconcile built-in kinds, and StatefulSet `web` (two
+/// replicas, opted in to service-per-pod).
+async fn with_web(world: &World) -> (Host, Api<DynamicObject>) {
     world.service_account("plugin").await;
     let host = world
         .host_with(&[], &[], &["--allow-builtin-parents"])
@@ -100,6 +100,14 @@ async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its
     world
         .create(&sets, stateful_set("web", 2, json!({OPT_IN: "true"})))
         .await;
+    (host, sets)
+}
+
+#[tokio::test]
+async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its_own() {
+    let world = World::new("decorator").await;
+    let _suite = exclusive(&world.client).await;
+    let (host, sets) = with_web(&world).await;
     world.create(&sets, stateful_set("db", 1, json!({}))).await;
 
     install(&world, RP, "decorator-services", "services", opt_in()).await;
@@ -153,14 +161,7 @@ async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its
 async fn two_decorators_on_one_kind_should_keep_to_their_own_children() {
     let world = World::new("decorators").await;
     let _suite = exclusive(&world.client).await;
-    world.service_account("plugin").await;
-    let host = world
-        .host_with(&[], &[], &["--allow-builtin-parents"])
-        .await;
-    let sets = world.api("apps", "v1", "StatefulSet", "statefulsets");
-    world
-        .create(&sets, stateful_set("web", 2, json!({OPT_IN: "true"})))
-        .await;
+    let (host, sets) = with_web(&world).await;
     install(&world, RP, "decorator-services", "services", opt_in()).await;
     install(
         &world,
