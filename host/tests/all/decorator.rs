@@ -131,6 +131,18 @@ async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its
         assert!(set["status"].get("conditions").is_none(), "{set}");
         assert!(set["status"].get("decoratedBy").is_none(), "{set}");
     }
+    // The status the plugin asked for is said to be dropped, once, and why.
+    let said: Vec<_> = world
+        .events_for("web")
+        .await
+        .into_iter()
+        .filter(|(_, reason, _)| reason == "StatusFieldsDropped")
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].2.contains("built-in kind") && said[0].2.contains("status.decoratedBy"),
+        "{said:?}"
+    );
 
     // Scaled: one more Service.
     world

@@ -113,13 +113,22 @@ impl Reconciler {
         let fields = unsaid.join(", ");
         warn!(plugin = %self.plugin.info().name, parent = %object_ref(parent), %kind, %fields,
               "the kind's status schema does not declare fields of the plugin's status; the host drops them");
+        let name = &self.plugin.info().name;
+        let message = if self.wiring.has_crd() {
+            format!(
+                "the CustomResourceDefinition of {kind} does not declare {fields}: the host writes plugin {name}'s status without them"
+            )
+        } else {
+            // Only a decorator gets here: an owner of a built-in kind has its status written
+            // whole, the API server being the judge.
+            format!(
+                "{kind} is a built-in kind, with no CustomResourceDefinition to declare what its status may hold: the host writes none of decorator {name}'s status ({fields})"
+            )
+        };
         let event = Event {
             type_: EventType::Warning,
             reason: "StatusFieldsDropped".into(),
-            message: format!(
-                "the CustomResourceDefinition of {kind} does not declare {fields}: the host writes plugin {}'s status without them",
-                self.plugin.info().name
-            ),
+            message,
         };
         self.applier.events(parent, &[event]).await;
     }
