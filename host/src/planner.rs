@@ -13,9 +13,14 @@
 //!   writes); otherwise it is updated (server-side apply, which also removes the fields the
 //!   plugin no longer sets).
 //! - An observed child that is not desired is deleted, with its UID as precondition.
-//! - Status: the plugin's status plus `observedGeneration` plus conditions merged by type;
-//!   `lastTransitionTime` moves only when a condition's status changes. The host adds its own
-//!   `Synced` condition (True after a successful reconcile, False with the error after a failed one).
+//! - Status: the plugin's status, pruned to what the kind's schema declares ([`prune`]), plus
+//!   `observedGeneration` plus conditions merged by type; `lastTransitionTime` moves only when a
+//!   condition's status changes. The host adds its own `Synced` condition (True after a
+//!   successful reconcile, False with the error after a failed one).
+//! - A decorator ([`StatusFields::decorator`]) gets none of the host's fields on the object it
+//!   decorates, only what the plugin asks for where the kind declares it; its children carry
+//!   [`DECORATOR_LABEL`] (which no owner's child may), and it holds a finalizer only while it
+//!   attaches something.
 
 pub mod owned;
 pub mod prune;
