@@ -16,21 +16,8 @@ use reconhost::runtime::{
 };
 use serde_json::json;
 
-fn plugin_dir() -> PathBuf {
-    std::env::var_os("RECONHOST_PLUGIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target"))
-                });
-            target.join("plugins")
-        })
-}
-
 fn wasm(name: &str) -> Vec<u8> {
-    let path = plugin_dir().join(format!("{name}.wasm"));
+    let path = crate::common::plugin(name);
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; build the plugins with `make plugins`",

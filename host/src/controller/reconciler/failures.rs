@@ -105,6 +105,10 @@ impl Reconciler {
     /// the parent where it was first seen, each field of the plugin's status the kind does not
     /// declare and the host therefore dropped (`dropped`, from the plan).
     pub(super) async fn say_dropped(&self, parent: &Value, dropped: &[String]) {
+        if dropped.is_empty() {
+            // The common case, on every reconcile: no lock to take.
+            return;
+        }
         let unsaid = self.wiring.schema().unsaid_dropped(dropped);
         if unsaid.is_empty() {
             return;
