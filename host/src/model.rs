@@ -9,6 +9,12 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+mod ordering;
+
+pub use self::ordering::{
+    Comparison, Operand, ParentMetadata, ReadyCheck, Strategies, UpdateMethod, UpdateStrategy,
+};
+
 /// A kind of Kubernetes object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -113,6 +119,11 @@ pub struct PluginInfo {
     pub reads: Vec<KindRef>,
     /// Whether the host keeps a finalizer on parents.
     pub finalizer: bool,
+    /// How existing children change, for the kinds whose strategy is not in place (0.2).
+    pub strategies: Strategies,
+    /// Whether a parent's status-only change calls the plugin (0.2; the ReconcilePlugin can
+    /// say so too).
+    pub ignore_status_changes: bool,
 }
 
 /// What every field manager of the host starts with: a plugin's is `reconhost/<plugin>`.
@@ -286,6 +297,10 @@ pub struct DesiredChild {
     /// The object as the plugin wrote it: an object with apiVersion, kind and metadata, no
     /// ownerReferences, nothing the API server sets.
     pub body: Value,
+    /// Its wave (0.2): changed only once every child of the waves before is ready.
+    pub wave: u32,
+    /// What makes it ready for the waves after it, besides what every child needs.
+    pub ready_when: Vec<ReadyCheck>,
 }
 
 /// A validated response: the desired state of one parent.
@@ -303,6 +318,8 @@ pub struct Desired {
     pub requeue_after: Option<Duration>,
     /// Cleanup finished (meaningful when finalizing).
     pub finalized: bool,
+    /// Labels and annotations the plugin sets on the parent (0.2); `None` for none.
+    pub parent_metadata: Option<ParentMetadata>,
 }
 
 /// The plugin's own verdict on a failed reconcile.

@@ -21,9 +21,16 @@
 //!   decorates, only what the plugin asks for where the kind declares it; its children carry
 //!   [`DECORATOR_LABEL`] (which no owner's child may), and it holds a finalizer only while it
 //!   attaches something.
+//! - Order (contract 0.2, [`sequence`]): update strategies per child kind and waves turn some
+//!   changes into deletions, waits or nothing; while a child waits, `Synced` is False with the
+//!   reason `Progressing` and why.
+//! - Parent metadata (0.2): the labels and annotations the plugin sets on its parent are applied
+//!   under its field manager when the parent does not hold them, or when it holds keys the
+//!   plugin set before and no longer does (so that the apply removes them).
 
 pub mod owned;
 pub mod prune;
+pub mod sequence;
 pub mod status_fields;
 
 use serde::Serialize;
@@ -43,8 +50,25 @@ pub enum Action {
     Update,
     /// Delete an observed child that is no longer desired.
     Delete,
+    /// Delete a differing child so that a later reconcile creates it anew (update strategy
+    /// `Recreate`).
+    Recreate,
     /// Nothing to send.
     Unchanged,
+    /// A differing child left as it is (update strategy `OnDelete`).
+    Kept,
+    /// A change that waits for its turn: a wave before it, or a rolling update.
+    Waiting,
+}
+
+impl Action {
+    /// Whether the action writes to the API server.
+    pub fn sends(self) -> bool {
+        matches!(
+            self,
+            Self::Create | Self::Update | Self::Delete | Self::Recreate
+        )
+    }
 }
 
 /// The plan for one child.
@@ -62,10 +86,20 @@ pub struct ChildPlan {
     /// For create/update/unchanged: the apply body (desired fields, namespace, ownerReference).
     /// For delete: the observed object.
     pub object: Value,
-    /// For delete: the observed UID, sent as precondition so a newer object of the same name
-    /// is never deleted by mistake.
+    /// For delete and recreate: the observed UID, sent as precondition so a newer object of
+    /// the same name is never deleted by mistake.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
+    /// The child's wave (0.2).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wave: u32,
+    /// For kept and waiting: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What to do with the finalizer.
@@ -93,9 +127,18 @@ pub struct Plan {
     /// `status` ([`prune::prune`]'s paths).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<String>,
+    /// The labels and annotations to apply to the parent (0.2), as an apply body's `metadata`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
 }
 
 impl ChildPlan {
+    /// Holds the child's change back as `action`, saying why.
+    pub fn hold(&mut self, action: Action, why: String) {
+        self.action = action;
+        self.why = Some(why);
+    }
+
     /// The child as messages name it: `Kind namespace/name`, or `Kind name` without a
     /// namespace.
     pub fn target(&self) -> String {
@@ -111,7 +154,8 @@ impl Plan {
     pub fn is_noop(&self) -> bool {
         self.status.is_none()
             && self.finalizer.is_none()
-            && self.children.iter().all(|c| c.action == Action::Unchanged)
+            && self.metadata.is_none()
+            && self.children.iter().all(|c| !c.action.sends())
     }
 }
 
@@ -177,6 +221,8 @@ pub fn plan(
             name,
             object: body,
             uid: None,
+            wave: child.wave,
+            why: None,
         });
     }
     for (o, _) in observed.iter().zip(&matched).filter(|(_, m)| !**m) {
@@ -187,6 +233,8 @@ pub fn plan(
             name: o["metadata"]["name"].as_str().unwrap_or("").to_owned(),
             object: o.clone(),
             uid: o["metadata"]["uid"].as_str().map(str::to_owned),
+            wave: 0,
+            why: None,
         });
     }
 
@@ -219,7 +267,55 @@ pub fn plan(
         status,
         finalizer,
         dropped,
+        // A parent being deleted is only released: its finalizer's removal is a patch at its
+        // resourceVersion, which a metadata write just before would make stale.
+        metadata: (!crate::model::is_deleting(parent))
+            .then(|| parent_metadata(parent, desired, &manager))
+            .flatten(),
     }
+}
+
+/// The `metadata` to apply to the parent for the labels and annotations the plugin sets: when
+/// the parent lacks one, or holds one the plugin set before and no longer does.
+fn parent_metadata(parent: &Value, desired: &Desired, manager: &str) -> Option<Value> {
+    let mut meta = Map::new();
+    if let Some(wanted) = &desired.parent_metadata {
+        if !wanted.labels.is_empty() {
+            meta.insert("labels".into(), json!(wanted.labels));
+        }
+        if !wanted.annotations.is_empty() {
+            meta.insert("annotations".into(), json!(wanted.annotations));
+        }
+    }
+    let body = json!({ "metadata": meta });
+    let owned = owned::applied_by(parent, manager).filter(|fields| {
+        let m = &fields["f:metadata"];
+        m.get("f:labels").is_some() || m.get("f:annotations").is_some()
+    });
+    let holds = is_subset(&body, parent) && owned.is_none_or(|fields| owned::covers(fields, &body));
+    (!holds).then(|| Value::Object(meta))
+}
+
+/// Orders `plan` by update strategies and waves ([`sequence::order`]); while a change waits,
+/// the status planned shows `Synced=False` with the reason `Progressing` and why.
+pub fn sequence(
+    plan: &mut Plan,
+    info: &PluginInfo,
+    fields: &StatusFields,
+    parent: &Value,
+    desired: &Desired,
+    observed: &[Value],
+    now: &str,
+) {
+    let Some(why) = sequence::order(plan, info, desired, observed) else {
+        return;
+    };
+    let base = plan
+        .status
+        .clone()
+        .unwrap_or_else(|| parent["status"].clone());
+    let status = with_failure(parent, &base, "Progressing", &why, fields, now);
+    plan.status = (status != parent["status"]).then_some(status);
 }
 
 /// The controller ownerReference pointing at `parent`.

@@ -128,9 +128,12 @@ pub fn render_component(
     };
     let outcome = plugin.reconcile(&request, Arc::new(StaticObjects::new(related.clone())))?;
     // Offline there is no CRD to read the status schema from: the plan shows every field.
-    let plan = planner::plan(
+    let fields = planner::StatusFields::all();
+    let mut plan = planner::plan(info, &fields, parent, &outcome.desired, observed, now);
+    planner::sequence(
+        &mut plan,
         info,
-        &planner::StatusFields::all(),
+        &fields,
         parent,
         &outcome.desired,
         observed,

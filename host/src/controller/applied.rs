@@ -78,7 +78,7 @@ impl Applied {
         let children = &mut self.children;
         for w in written {
             let Some(sent) = plan.children.iter().find(|c| {
-                c.action != Action::Delete
+                !matches!(c.action, Action::Delete | Action::Recreate)
                     && c.name == w.object.metadata.name.as_deref().unwrap_or("")
                     && c.namespace == w.object.metadata.namespace.as_deref().unwrap_or("")
                     && GroupKind::from(&c.kind) == w.kind
@@ -149,10 +149,13 @@ mod tests {
                 name: "q".into(),
                 object,
                 uid: None,
+                wave: 0,
+                why: None,
             }],
             status: None,
             finalizer: None,
             dropped: Vec::new(),
+            metadata: None,
         }
     }
 

@@ -196,6 +196,10 @@ impl Applier {
                 Err(error) => return Err(error),
             }
         }
+        if let Some(metadata) = &plan.metadata {
+            let object = self.metadata(parent, metadata).await?;
+            parent_written(Some(object), &mut outcome);
+        }
         let status = if outcome.failed.is_empty() {
             plan.status.clone()
         } else {
@@ -228,10 +232,13 @@ impl Applier {
             Action::Create => "create",
             Action::Update => "update",
             Action::Delete => "delete",
+            Action::Recreate => "recreate",
             Action::Unchanged => "unchanged",
+            Action::Kept => "kept",
+            Action::Waiting => "waiting",
         };
         self.metrics.apply(action);
-        if child.action == Action::Unchanged {
+        if !child.action.sends() {
             return Ok(None);
         }
         let target = child.target();
@@ -240,7 +247,8 @@ impl Applier {
             unreachable!("child kind {} was not resolved", child.kind);
         };
         let api = self.api(kind, namespace);
-        let result = if child.action == Action::Delete {
+        let deletes = matches!(child.action, Action::Delete | Action::Recreate);
+        let result = if deletes {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: child.uid.clone(),
@@ -261,11 +269,7 @@ impl Applier {
                 .map(Some)
         };
         debug!(plugin = %self.info.name, %target, action, "child");
-        let verb = if child.action == Action::Delete {
-            "delete"
-        } else {
-            "apply"
-        };
+        let verb = if deletes { "delete" } else { "apply" };
         result.map_err(|source| self.failed(verb, target, source))
     }
 
@@ -282,6 +286,35 @@ impl Applier {
                 None
             }
         }
+    }
+
+    /// Applies the labels and annotations the plugin sets on the parent, under its field manager
+    /// and without force: a key another manager owns with another value is a conflict the
+    /// plugin is told of, never taken over.
+    async fn metadata(
+        &self,
+        parent: &Value,
+        metadata: &Value,
+    ) -> Result<DynamicObject, ApplyError> {
+        let name = parent["metadata"]["name"].as_str().unwrap_or("");
+        let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
+        let mut meta = metadata.clone();
+        meta["name"] = json!(name);
+        let body = json!({
+            "apiVersion": self.parent.resource.api_version,
+            "kind": self.parent.resource.kind,
+            "metadata": meta,
+        });
+        let target = format!(
+            "{} {}",
+            self.parent.resource.kind,
+            crate::model::object_ref(parent)
+        );
+        let params = PatchParams::apply(&self.info.field_manager());
+        self.api(&self.parent, namespace)
+            .patch(name, &params, &Patch::Apply(&body))
+            .await
+            .map_err(|source| self.failed("metadata", target, source))
     }
 
     /// Writes the parent's status; returns the parent as the API server now has it.

@@ -44,7 +44,7 @@ use crate::cache::{CacheReader, Cached, Informer, ObjectKey};
 use crate::identity::access::{DENIED_TTL, Question};
 use crate::metrics::PluginMetrics;
 use crate::model::{self, Event, EventType, Parent, ReconcileRequest};
-use crate::planner::{self, Action};
+use crate::planner;
 use crate::runtime::Plugin;
 use crate::selector::Selector;
 
@@ -286,6 +286,17 @@ impl Reconciler {
             plan = plan_for(&outcome.desired);
             Referee::hold(&ruling, &mut plan);
         }
+        // Strategies and waves last: what the memory or the referee found to be no change is
+        // never deleted or waited on.
+        planner::sequence(
+            &mut plan,
+            self.plugin.info(),
+            &fields,
+            &request.parent,
+            &outcome.desired,
+            &observed,
+            &model::now(),
+        );
         // A trip is said whatever the writes below come to.
         self.health.fought(ruling.events.len());
         self.applier.events(&request.parent, &ruling.events).await;
@@ -368,11 +379,7 @@ impl Reconciler {
             p.permanent.forget();
             p.conflicts = 0;
         });
-        let changes = plan
-            .children
-            .iter()
-            .filter(|c| c.action != Action::Unchanged)
-            .count();
+        let changes = plan.children.iter().filter(|c| c.action.sends()).count();
         if changes > 0 || plan.status.is_some() || plan.finalizer.is_some() {
             info!(plugin = %name, parent = %key, children = changes,
                   status = plan.status.is_some(), finalizer = ?plan.finalizer, "reconciled");
@@ -496,6 +503,7 @@ impl Reconciler {
             status: None,
             finalizer: Some(planner::FinalizerAction::Remove),
             dropped: Vec::new(),
+            metadata: None,
         };
         match self.applier.apply(parent, &plan, |_| None).await {
             Ok(outcome) => {

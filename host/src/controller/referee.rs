@@ -191,6 +191,8 @@ mod tests {
             children: vec![crate::model::KindRef::new("v1", "ConfigMap")],
             reads: vec![],
             finalizer: false,
+            strategies: Default::default(),
+            ignore_status_changes: false,
         };
         let referee = Referee::new(
             Fights::new(FightPolicy::default()),

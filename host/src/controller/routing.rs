@@ -162,9 +162,10 @@ impl Controller {
             }
         }
         drop(pools);
-        new.stable
-            .wiring()
-            .ignore_status_changes(new.stable.spec().ignore_parent_status);
+        // The operator (the ReconcilePlugin) or the plugin itself (0.2) may ask.
+        let ignore_status = new.stable.spec().ignore_parent_status
+            || new.stable.plugin().info().ignore_status_changes;
+        new.stable.wiring().ignore_status_changes(ignore_status);
         let period = new.stable.spec().resync.unwrap_or(self.ctx.sync_period);
         self.sync_period.send_if_modified(|now| {
             let changed = *now != period;

@@ -161,6 +161,8 @@ mod tests {
             name: name.into(),
             object,
             uid: None,
+            wave: 0,
+            why: None,
         }
     }
 
@@ -170,6 +172,7 @@ mod tests {
             status,
             finalizer: None,
             dropped: Vec::new(),
+            metadata: None,
         }
     }
 

@@ -9,6 +9,8 @@ fn info() -> PluginInfo {
         children: vec![KindRef::new("v1", "ConfigMap")],
         reads: vec![],
         finalizer: false,
+        strategies: Default::default(),
+        ignore_status_changes: false,
     }
 }
 
@@ -40,6 +42,8 @@ fn desired(children: Vec<Value>) -> Desired {
             },
             name: body["metadata"]["name"].as_str().unwrap_or("").to_owned(),
             body,
+            wave: 0,
+            ready_when: Vec::new(),
         })
         .collect();
     Desired {
@@ -497,3 +501,5 @@ fn subset_should_compare_arrays_exactly_and_numbers_by_value() {
     assert!(!is_subset(&json!({"a": "x"}), &json!({})));
     assert!(is_subset(&json!({"a": {}}), &json!({})));
 }
+
+mod sequence;

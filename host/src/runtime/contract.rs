@@ -7,21 +7,28 @@
 //! new module here; nothing outside `runtime/` changes.
 
 mod v0_1;
+mod v0_2;
+
+pub(crate) use v0_2::parsed;
 
 use wasmtime::Store;
 use wasmtime::component::{Component, InstancePre};
 
 use super::state::State;
-use crate::model::{Condition, Event, PluginError, PluginInfo, ReconcileRequest};
+use crate::model::{
+    Condition, Event, ParentMetadata, PluginError, PluginInfo, ReadyCheck, ReconcileRequest,
+};
 
 /// The contract versions this host implements, as people read them.
-pub const SUPPORTED: &str = "reconhost:plugin@0.1.x";
+pub const SUPPORTED: &str = "reconhost:plugin@0.1.x, reconhost:plugin@0.2.x";
 
 /// A contract version the host implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contract {
     /// `reconhost:plugin@0.1.x`.
     V0_1,
+    /// `reconhost:plugin@0.2.x`: update strategies, waves, parent metadata.
+    V0_2,
 }
 
 /// A component built against a contract version the host does not implement: the version it
@@ -40,18 +47,25 @@ impl Contract {
                 continue;
             };
             let version = rest.split_once('@').map_or("", |(_, v)| v);
-            if !version.starts_with("0.1.") {
-                let version = if version.is_empty() {
-                    "<unversioned>"
-                } else {
-                    version
-                };
-                return Err(Unsupported(format!("reconhost:plugin@{version}")));
+            let contract = match version {
+                v if v.starts_with("0.1.") => Contract::V0_1,
+                v if v.starts_with("0.2.") => Contract::V0_2,
+                "" => return Err(Unsupported("reconhost:plugin@<unversioned>".to_owned())),
+                v => return Err(Unsupported(format!("reconhost:plugin@{v}"))),
+            };
+            match &found {
+                None => found = Some((contract, format!("reconhost:plugin@{version}"))),
+                // One component, one contract: imports of one version and exports of another
+                // would not link against either world.
+                Some((first, named)) if *first != contract => {
+                    return Err(Unsupported(format!(
+                        "{named} and reconhost:plugin@{version} together"
+                    )));
+                }
+                Some(_) => {}
             }
-            found.get_or_insert_with(|| format!("reconhost:plugin@{version}"));
         }
-        let named = found.unwrap_or_else(|| "reconhost:plugin@0.1.0".to_owned());
-        Ok((Contract::V0_1, named))
+        Ok(found.unwrap_or_else(|| (Contract::V0_1, "reconhost:plugin@0.1.0".to_owned())))
     }
 }
 
@@ -59,8 +73,8 @@ impl Contract {
 /// status as the plugin wrote them (JSON text), its conditions and events as given.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Answer {
-    /// The desired children, JSON text, one each.
-    pub children: Vec<String>,
+    /// The desired children, one each.
+    pub children: Vec<AnsweredChild>,
     /// The desired status, JSON text, if any.
     pub status: Option<String>,
     /// Conditions to merge into the parent's status.
@@ -71,18 +85,45 @@ pub struct Answer {
     pub requeue_after_ms: Option<u64>,
     /// With `finalizing`: cleanup is done.
     pub finalized: bool,
+    /// Labels and annotations for the parent (0.2), keys and values as given.
+    pub parent_metadata: Option<ParentMetadata>,
+}
+
+/// One desired child as answered: the object as JSON text, its wave and its readiness checks
+/// with values as JSON text (0.1 children are wave 0 with no checks).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AnsweredChild {
+    /// The object, JSON text.
+    pub object: String,
+    /// Its wave.
+    pub wave: u32,
+    /// What makes it ready.
+    pub ready_when: Vec<ReadyCheck<String>>,
+}
+
+impl From<String> for AnsweredChild {
+    fn from(object: String) -> Self {
+        Self {
+            object,
+            ..Self::default()
+        }
+    }
 }
 
 /// A component's type-checked instance factory, for the version it was built against.
 pub enum Pre {
     /// 0.1.
     V0_1(v0_1::Pre),
+    /// 0.2.
+    V0_2(v0_2::Pre),
 }
 
 /// One instance's entry points.
 pub enum Instance {
     /// 0.1.
     V0_1(v0_1::Instance),
+    /// 0.2.
+    V0_2(v0_2::Instance),
 }
 
 impl Pre {
@@ -90,6 +131,7 @@ impl Pre {
     pub fn new(contract: Contract, pre: InstancePre<State>) -> wasmtime::Result<Self> {
         match contract {
             Contract::V0_1 => Ok(Pre::V0_1(v0_1::new_pre(pre)?)),
+            Contract::V0_2 => Ok(Pre::V0_2(v0_2::new_pre(pre)?)),
         }
     }
 
@@ -97,6 +139,7 @@ impl Pre {
     pub fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<Instance> {
         match self {
             Pre::V0_1(pre) => Ok(Instance::V0_1(pre.instantiate(store)?)),
+            Pre::V0_2(pre) => Ok(Instance::V0_2(pre.instantiate(store)?)),
         }
     }
 }
@@ -106,6 +149,7 @@ impl Instance {
     pub fn info(&self, store: &mut Store<State>) -> wasmtime::Result<PluginInfo> {
         match self {
             Instance::V0_1(i) => v0_1::info(i, store),
+            Instance::V0_2(i) => v0_2::info(i, store),
         }
     }
 
@@ -118,6 +162,7 @@ impl Instance {
     ) -> wasmtime::Result<Result<Answer, PluginError>> {
         match self {
             Instance::V0_1(i) => v0_1::reconcile(i, store, request),
+            Instance::V0_2(i) => v0_2::reconcile(i, store, request),
         }
     }
 }
@@ -147,7 +192,20 @@ mod tests {
         );
         assert_eq!(
             Contract::of(&names(&["reconhost:plugin/host@0.2.0"])),
-            Err(Unsupported("reconhost:plugin@0.2.0".to_owned()))
+            Ok((Contract::V0_2, "reconhost:plugin@0.2.0".to_owned()))
+        );
+        assert_eq!(
+            Contract::of(&names(&["reconhost:plugin/host@99.0.0"])),
+            Err(Unsupported("reconhost:plugin@99.0.0".to_owned()))
+        );
+        assert_eq!(
+            Contract::of(&names(&[
+                "reconhost:plugin/host@0.1.0",
+                "reconhost:plugin/types@0.2.0"
+            ])),
+            Err(Unsupported(
+                "reconhost:plugin@0.1.0 and reconhost:plugin@0.2.0 together".to_owned()
+            ))
         );
         assert_eq!(
             Contract::of(&names(&["reconhost:plugin/host"])),

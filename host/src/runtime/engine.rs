@@ -10,7 +10,7 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::bindings::v0_1;
+use super::bindings::{v0_1, v0_2};
 use super::code_cache::CompiledCache;
 use super::compile::{CompileBudget, Compiler};
 use super::state::State;
@@ -129,7 +129,12 @@ impl Runtime {
         let mut linker = Linker::<State>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| EngineError(format!("linking WASI: {e:#}")))?;
+        // Each contract version's imports, side by side: a component links against the one it
+        // names.
         v0_1::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+            .and_then(|()| {
+                v0_2::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+            })
             .map_err(|e| EngineError(format!("linking the host imports: {e:#}")))?;
         let cache = CompiledCache::new(config.cache_dir.clone(), &engine);
         Ok(Self {

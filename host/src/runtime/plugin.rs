@@ -169,6 +169,8 @@ impl Plugin {
                 children: vec![],
                 reads: vec![],
                 finalizer: false,
+                strategies: Default::default(),
+                ignore_status_changes: false,
             },
             name: Arc::from(origin),
             reads: Arc::from(Vec::new()),

@@ -11,6 +11,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::v0_1::{self, types};
+use super::bindings::v0_2;
 use super::limits::Limits;
 use super::reads::{NoObjects, ObjectReader, Read};
 use crate::model::KindRef;
@@ -233,6 +234,58 @@ impl v0_1::Host for State {
             selector: label_selector,
         });
         Ok(Ok(found))
+    }
+}
+
+impl v0_2::types::Host for State {}
+
+/// 0.2's imports are 0.1's: the same functions over the same types, generated apart.
+impl v0_2::Host for State {
+    fn log(&mut self, level: v0_2::types::Level, message: String) -> wasmtime::Result<()> {
+        use v0_2::types::Level as L;
+        let level = match level {
+            L::Trace => types::Level::Trace,
+            L::Debug => types::Level::Debug,
+            L::Info => types::Level::Info,
+            L::Warn => types::Level::Warn,
+            L::Error => types::Level::Error,
+        };
+        v0_1::Host::log(self, level, message)
+    }
+
+    fn get(
+        &mut self,
+        kind: v0_2::types::KindRef,
+        namespace: String,
+        name: String,
+    ) -> wasmtime::Result<Result<Option<String>, v0_2::types::ReadError>> {
+        let found = v0_1::Host::get(self, kind_1(kind), namespace, name)?;
+        Ok(found.map_err(read_error_2))
+    }
+
+    fn list(
+        &mut self,
+        kind: v0_2::types::KindRef,
+        namespace: String,
+        label_selector: String,
+    ) -> wasmtime::Result<Result<Vec<String>, v0_2::types::ReadError>> {
+        let found = v0_1::Host::list(self, kind_1(kind), namespace, label_selector)?;
+        Ok(found.map_err(read_error_2))
+    }
+}
+
+fn kind_1(kind: v0_2::types::KindRef) -> types::KindRef {
+    types::KindRef {
+        api_version: kind.api_version,
+        kind: kind.kind,
+    }
+}
+
+fn read_error_2(e: types::ReadError) -> v0_2::types::ReadError {
+    match e {
+        types::ReadError::NotAllowed(m) => v0_2::types::ReadError::NotAllowed(m),
+        types::ReadError::Invalid(m) => v0_2::types::ReadError::Invalid(m),
+        types::ReadError::Other(m) => v0_2::types::ReadError::Other(m),
     }
 }
 

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+mod order;
+
 use super::contract::Answer;
 use super::error::CallErrorKind;
 use super::limits::Limits;
@@ -58,7 +60,14 @@ fn invalid(path: impl Into<String>, reason: impl Into<String>) -> CallErrorKind 
 
 /// Size of everything in a response, in bytes, for the response-size limit.
 fn response_size(r: &Answer) -> usize {
-    r.children.iter().map(String::len).sum::<usize>()
+    r.children.iter().map(|c| c.object.len()).sum::<usize>()
+        + r.parent_metadata.as_ref().map_or(0, |m| {
+            m.labels
+                .iter()
+                .chain(&m.annotations)
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>()
+        })
         + r.status.as_ref().map_or(0, String::len)
         + r.conditions
             .iter()
@@ -93,14 +102,17 @@ pub fn validate(
     let parent_ns = parent["metadata"]["namespace"].as_str().unwrap_or("");
     let mut seen = HashSet::new();
     let mut children = Vec::with_capacity(response.children.len());
-    for (i, text) in response.children.iter().enumerate() {
-        let child = validate_child(
+    for (i, answered) in response.children.into_iter().enumerate() {
+        let mut child = validate_child(
             info,
             parent_ns,
             &format!("children[{i}]"),
-            text,
+            &answered.object,
             limits.child_finalizers,
         )?;
+        child.wave = answered.wave;
+        child.ready_when =
+            order::checks(&format!("children[{i}].ready-when"), answered.ready_when)?;
         // A child is one object: its group, kind, namespace and name (a cluster-scoped
         // parent's children may share a name across namespaces).
         let key = (
@@ -201,6 +213,13 @@ pub fn validate(
             .requeue_after_ms
             .map(|ms| Duration::from_millis(ms).max(MIN_REQUEUE_AFTER)),
         finalized: response.finalized,
+        parent_metadata: match response.parent_metadata {
+            Some(metadata) => {
+                order::parent_metadata(&metadata)?;
+                Some(metadata)
+            }
+            None => None,
+        },
     })
 }
 
@@ -299,6 +318,8 @@ fn validate_child(
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         body: child.clone(),
+        wave: 0,
+        ready_when: Vec::new(),
     })
 }
 
@@ -389,6 +410,22 @@ pub fn check_info(info: &PluginInfo) -> Result<(), (&'static str, String)> {
             ),
         ));
     }
+    for (kind, strategy) in &info.strategies.0 {
+        if !info.children.contains(kind) {
+            return Err((
+                "children",
+                format!("update strategy for {kind}, not a child kind"),
+            ));
+        }
+        for check in &strategy.status_checks {
+            order::check_one(check).map_err(|reason| {
+                (
+                    "children",
+                    format!("{kind}: update-strategy.status-checks: {reason}"),
+                )
+            })?;
+        }
+    }
     let kinds = std::iter::once(("parent", &info.parent))
         .chain(info.children.iter().map(|k| ("children", k)))
         .chain(info.reads.iter().map(|k| ("reads", k)));
@@ -417,12 +454,14 @@ mod tests {
             ],
             reads: vec![],
             finalizer: false,
+            strategies: Default::default(),
+            ignore_status_changes: false,
         }
     }
 
     fn response(children: Vec<Value>) -> Answer {
         Answer {
-            children: children.iter().map(Value::to_string).collect(),
+            children: children.iter().map(|c| c.to_string().into()).collect(),
             ..Answer::default()
         }
     }

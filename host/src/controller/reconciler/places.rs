@@ -99,6 +99,8 @@ mod tests {
             action: Action::Create,
             object: json!({}),
             uid: None,
+            wave: 0,
+            why: None,
         }
     }
 
@@ -108,6 +110,7 @@ mod tests {
             status: None,
             finalizer: None,
             dropped: Vec::new(),
+            metadata: None,
         }
     }
 

@@ -37,6 +37,8 @@ pub fn info(instance: &Instance, store: &mut Store<State>) -> wasmtime::Result<P
         children: info.children.into_iter().map(kind).collect(),
         reads: info.reads.into_iter().map(kind).collect(),
         finalizer: info.finalizer,
+        strategies: Default::default(),
+        ignore_status_changes: false,
     })
 }
 
@@ -61,7 +63,7 @@ pub fn reconcile(
 
 fn answer(r: types::Response) -> Answer {
     Answer {
-        children: r.children,
+        children: r.children.into_iter().map(Into::into).collect(),
         status: r.status,
         conditions: r
             .conditions
@@ -91,5 +93,6 @@ fn answer(r: types::Response) -> Answer {
             .collect(),
         requeue_after_ms: r.requeue_after_ms,
         finalized: r.finalized,
+        parent_metadata: None,
     }
 }
