@@ -1,4 +1,6 @@
-//! Test plugin: is built against a contract version the host does not implement. Uses wit-bindgen directly, as a non-SDK plugin would.
+//! Test plugin: is built against a contract version the host does not implement,
+//! `reconhost:plugin@99.0.0` (wit/plugin.wit, a copy of 0.1.0 under a version that will never
+//! ship). Uses wit-bindgen directly, as a non-SDK plugin would.
 #![allow(missing_docs, reason = "a test fixture")]
 
 wit_bindgen::generate!({ world: "reconciler", path: "wit" });
