@@ -31,7 +31,7 @@ fn native(parent_text: &str) -> usize {
     response
         .children
         .iter()
-        .map(|c| c.to_string().len())
+        .map(|c| c.object.to_string().len())
         .sum::<usize>()
         + response.status.map_or(0, |s| s.to_string().len())
 }
@@ -118,7 +118,8 @@ async fn serve_http() -> SocketAddr {
         post(|body: String| async move {
             let request = reconhost_sdk::Request::new(serde_json::from_str(&body).unwrap());
             let response = webapp::WebApp::reconcile(request).unwrap();
-            json!({"children": response.children, "status": response.status}).to_string()
+            let children: Vec<Value> = response.children.into_iter().map(|c| c.object).collect();
+            json!({"children": children, "status": response.status}).to_string()
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -125,9 +125,10 @@ impl Names {
     }
 }
 
-/// The WIT contract, as the host loads it.
-const WIT: &str = include_str!("../../wit/reconhost-plugin@0.1.0/plugin.wit");
-const WIT_PATH: &str = "wit/reconhost-plugin@0.1.0/plugin.wit";
+/// The WIT contract new projects are written against (the newest the host loads), and where
+/// a project keeps it.
+const WIT: &str = include_str!("../../wit/reconhost-plugin@0.2.0/plugin.wit");
+const WIT_PATH: &str = "wit/reconhost-plugin@0.2.0/plugin.wit";
 
 /// Files every project has: the CRD and the fixtures.
 const COMMON: &[(&str, &str)] = &[
@@ -152,8 +153,16 @@ const RUST: &[(&str, &str)] = &[
     ("Cargo.lock", include_str!("../../plugins/Cargo.lock")),
     ("sdk/Cargo.toml", include_str!("init/rust/sdk-Cargo.toml")),
     (
+        "sdk/src/check.rs",
+        include_str!("../../plugins/sdk/src/check.rs"),
+    ),
+    (
         "sdk/src/host.rs",
         include_str!("../../plugins/sdk/src/host.rs"),
+    ),
+    (
+        "sdk/src/info.rs",
+        include_str!("../../plugins/sdk/src/info.rs"),
     ),
     (
         "sdk/src/request.rs",
@@ -168,8 +177,8 @@ const RUST: &[(&str, &str)] = &[
 /// The Rust SDK's root, with the WIT path it has in this repository changed to the project's.
 fn rust_sdk_lib() -> String {
     include_str!("../../plugins/sdk/src/lib.rs").replace(
-        "path: \"../../wit/reconhost-plugin@0.1.0\"",
-        "path: \"../wit/reconhost-plugin@0.1.0\"",
+        "path: \"../../wit/reconhost-plugin@0.2.0\"",
+        "path: \"../wit/reconhost-plugin@0.2.0\"",
     )
 }
 
@@ -289,6 +298,36 @@ mod tests {
         ] {
             let err = Names::new(&args(kind, group)).err().expect("refused");
             assert!(err.to_string().starts_with(flag), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_vendored_rust_sdk_should_be_whole_and_use_the_vendored_wit() {
+        let lib = rust_sdk_lib();
+        let wit_dir = WIT_PATH.strip_suffix("/plugin.wit").expect("a plugin.wit");
+        assert!(
+            lib.contains(&format!("path: \"../{wit_dir}\"")),
+            "the SDK's bindings are generated from {wit_dir}"
+        );
+        assert!(WIT.contains(&format!(
+            "package reconhost:plugin@{};",
+            wit_dir.rsplit('@').next().expect("a version")
+        )));
+        let modules: Vec<&str> = lib
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("pub mod ")
+                    .or_else(|| l.strip_prefix("mod "))
+            })
+            .filter_map(|m| m.strip_suffix(';'))
+            .collect();
+        assert!(modules.contains(&"response"), "{modules:?}");
+        for module in modules {
+            let file = format!("sdk/src/{module}.rs");
+            assert!(
+                RUST.iter().any(|(path, _)| *path == file),
+                "{file} is vendored"
+            );
         }
     }
 

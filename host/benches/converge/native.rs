@@ -20,7 +20,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use reconhost_sdk::Reconciler as _;
+use reconhost_sdk::{ConditionStatus, Reconciler as _};
 use serde_json::{Value, json};
 
 const FIELD_MANAGER: &str = "native-webapp";
@@ -142,7 +142,7 @@ async fn reconcile(webapp: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Acti
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let owner = json!({"apiVersion": ctx.webapps.api_version, "kind": ctx.webapps.kind,
                        "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true});
-    for mut child in response.children {
+    for mut child in response.children.into_iter().map(|c| c.object) {
         child["metadata"]["namespace"] = json!(namespace);
         child["metadata"]["ownerReferences"] = json!([owner]);
         let resource = match child["kind"].as_str() {
@@ -168,9 +168,9 @@ async fn reconcile(webapp: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Acti
         .iter()
         .map(|c| {
             let state = match c.status {
-                Some(true) => "True",
-                Some(false) => "False",
-                None => "Unknown",
+                ConditionStatus::True => "True",
+                ConditionStatus::False => "False",
+                ConditionStatus::Unknown => "Unknown",
             };
             let previous = parent["status"]["conditions"]
                 .as_array()

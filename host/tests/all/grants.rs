@@ -385,7 +385,7 @@ async fn inspect_should_say_what_a_component_asks_for_before_anything_is_applied
     assert_eq!(report["reconcilePlugin"], PROBE_RP);
     assert_eq!(report["children"], json!(["v1/ConfigMap"]));
     assert_eq!(report["reads"], json!(["v1/Secret"]));
-    assert_eq!(report["contract"], "reconhost:plugin@0.1.0");
+    assert_eq!(report["contract"], "reconhost:plugin@0.2.0");
     let digest = common::plugins::digest_of(&plugin("identity-probe"));
     assert_eq!(
         report["digest"],

@@ -74,7 +74,7 @@ async fn configmap_install_should_reconcile_parents_and_report_what_serves() {
         digest_of(&plugin("webapp")).as_str()
     );
     assert_eq!(status["plugin"]["name"], "webapp");
-    assert_eq!(status["contract"], "reconhost:plugin@0.1.0");
+    assert_eq!(status["contract"], "reconhost:plugin@0.2.0");
     assert_eq!(
         status["declared"]["children"],
         json!(["apps/v1/Deployment", "v1/Service"])

@@ -45,13 +45,6 @@ impl From<wit::ReadError> for ReadError {
     }
 }
 
-fn kind_ref(kind: &Kind) -> wit::KindRef {
-    wit::KindRef {
-        api_version: kind.api_version.clone(),
-        kind: kind.kind.clone(),
-    }
-}
-
 fn parse(text: &str) -> Result<Value, ReadError> {
     serde_json::from_str(text)
         .map_err(|e| ReadError::Other(format!("the host sent invalid JSON: {e}")))
@@ -69,7 +62,7 @@ pub fn info(message: &str) {
 
 /// One object by kind, namespace and name; `Ok(None)` if it does not exist.
 pub fn get(kind: &Kind, namespace: &str, name: &str) -> Result<Option<Value>, ReadError> {
-    match wit_host::get(&kind_ref(kind), namespace, name)? {
+    match wit_host::get(&kind.to_wit(), namespace, name)? {
         Some(text) => parse(&text).map(Some),
         None => Ok(None),
     }
@@ -78,7 +71,7 @@ pub fn get(kind: &Kind, namespace: &str, name: &str) -> Result<Option<Value>, Re
 /// Objects of a kind in a namespace (empty: all namespaces) matching a label selector
 /// (empty: all).
 pub fn list(kind: &Kind, namespace: &str, label_selector: &str) -> Result<Vec<Value>, ReadError> {
-    wit_host::list(&kind_ref(kind), namespace, label_selector)?
+    wit_host::list(&kind.to_wit(), namespace, label_selector)?
         .iter()
         .map(|t| parse(t))
         .collect()

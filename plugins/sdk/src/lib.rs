@@ -31,7 +31,7 @@
 //! reconhost_sdk::export!(Greeter);
 //! ```
 //!
-//! What the host guarantees and enforces (see the WIT contract, `reconhost:plugin@0.1.0`):
+//! What the host guarantees and enforces (see the WIT contract, `reconhost:plugin@0.2.0`):
 //!
 //! - Every call runs in a fresh instance: globals, caches and statics start over each time.
 //! - Children land in the parent's namespace and get the parent as controller ownerReference;
@@ -39,100 +39,75 @@
 //! - An observed child missing from the response is deleted. Return every child every time.
 //! - Children are partial objects for server-side apply: set only the fields you own.
 //! - Calls run under a deadline and a memory cap; logs and output are capped per call.
+//!
+//! # Update strategies and waves
+//!
+//! Each child kind has an [`UpdateStrategy`]: how the host changes a child that exists but
+//! differs from the desired one ([`UpdateMethod::InPlace`] by default; also never, delete and
+//! recreate, and rolling one child at a time until it passes its status checks). Each child
+//! has a wave ([`Response::child_in_wave`]): the host creates or changes the children of wave
+//! n+1 only once every child of waves up to n exists as desired and passes its [`Check`]s.
+//! [`Response::child`] puts a child in wave 0 with no checks of its own.
+//!
+//! ```no_run
+//! use reconhost_sdk::{
+//!     Check, ConditionStatus, Error, Info, Kind, Reconciler, Request, Response, UpdateMethod,
+//!     UpdateStrategy, json,
+//! };
+//!
+//! struct Shop;
+//!
+//! impl Reconciler for Shop {
+//!     fn info() -> Info {
+//!         Info::new("shop", Kind::new("examples.reconhost.dev/v1alpha1", "Shop"))
+//!             .child(Kind::new("v1", "ConfigMap"))
+//!             // Deployments change one at a time, each once the last is Available.
+//!             .child_with(
+//!                 Kind::new("apps/v1", "Deployment"),
+//!                 UpdateStrategy::new(UpdateMethod::RollingInPlace)
+//!                     .status_check(Check::condition("Available", ConditionStatus::True)),
+//!             )
+//!             .ignore_status_changes()
+//!     }
+//!
+//!     fn reconcile(request: Request) -> Result<Response, Error> {
+//!         let name = request.name();
+//!         let deployment = |suffix: &str| json!({
+//!             "apiVersion": "apps/v1", "kind": "Deployment",
+//!             "metadata": {"name": format!("{name}-{suffix}")},
+//!             // ...
+//!         });
+//!         Ok(Response::new()
+//!             // Wave 0: the settings, ready as soon as they exist.
+//!             .child(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}))
+//!             // Wave 1: the database, which the front end waits for.
+//!             .child_in_wave(1, deployment("db"), [
+//!                 Check::condition("Available", ConditionStatus::True),
+//!             ])
+//!             // Wave 2: made only once the database is Available.
+//!             .child_in_wave(2, deployment("web"), [])
+//!             .parent_label("examples.reconhost.dev/tier", "web"))
+//!     }
+//! }
+//!
+//! reconhost_sdk::export!(Shop);
+//! ```
 
+mod check;
+mod info;
 mod request;
 mod response;
 
 pub mod host;
 
+pub use check::{Check, Comparison, Operand};
+pub use info::{ChildKind, Info, Kind, UpdateMethod, UpdateStrategy};
 pub use k8s_openapi;
 pub use request::Request;
-pub use response::{Condition, Error, Event, Response};
+pub use response::{
+    Child, Condition, ConditionStatus, Error, Event, EventType, ParentMetadata, Response,
+};
 pub use serde_json::{self, Value, json};
-
-/// A kind of Kubernetes object: apiVersion and kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Kind {
-    /// `group/version`, or `version` for the core group.
-    pub api_version: String,
-    /// The kind.
-    pub kind: String,
-}
-
-impl Kind {
-    /// A kind from its apiVersion and kind, e.g. `Kind::new("apps/v1", "Deployment")`.
-    pub fn new(api_version: &str, kind: &str) -> Self {
-        Self {
-            api_version: api_version.to_owned(),
-            kind: kind.to_owned(),
-        }
-    }
-
-    /// The kind of a k8s-openapi type, e.g. `Kind::of::<Deployment>()`.
-    pub fn of<K: k8s_openapi::Resource>() -> Self {
-        Self::new(K::API_VERSION, K::KIND)
-    }
-}
-
-/// What a plugin declares about itself; see [`Reconciler::info`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Info {
-    /// Short name, a DNS label (lower-case letters, digits, '-').
-    pub name: String,
-    /// The plugin's version; defaults to the crate version of the SDK user.
-    pub version: String,
-    /// The kind it reconciles.
-    pub parent: Kind,
-    /// The kinds of children it creates.
-    pub children: Vec<Kind>,
-    /// The kinds it reads through [`host::get`] and [`host::list`].
-    pub reads: Vec<Kind>,
-    /// Whether the host keeps a finalizer on parents.
-    pub finalizer: bool,
-}
-
-impl Info {
-    /// A plugin called `name` that reconciles `parent`.
-    pub fn new(name: &str, parent: Kind) -> Self {
-        Self {
-            name: name.to_owned(),
-            version: "0.1.0".to_owned(),
-            parent,
-            children: Vec::new(),
-            reads: Vec::new(),
-            finalizer: false,
-        }
-    }
-
-    /// Sets the version.
-    #[must_use]
-    pub fn version(mut self, version: &str) -> Self {
-        self.version = version.to_owned();
-        self
-    }
-
-    /// Declares a child kind.
-    #[must_use]
-    pub fn child(mut self, kind: Kind) -> Self {
-        self.children.push(kind);
-        self
-    }
-
-    /// Declares a kind the plugin reads.
-    #[must_use]
-    pub fn reads(mut self, kind: Kind) -> Self {
-        self.reads.push(kind);
-        self
-    }
-
-    /// Asks for a finalizer: on deletion the plugin is called with
-    /// [`Request::finalizing`] set until it answers [`Response::finalized`].
-    #[must_use]
-    pub fn finalizer(mut self) -> Self {
-        self.finalizer = true;
-        self
-    }
-}
 
 /// A reconcile plugin. Both functions are called in fresh instances; neither can keep state.
 pub trait Reconciler {
@@ -181,23 +156,8 @@ pub mod __private {
 
     use crate::{Reconciler, Request};
 
-    fn kind(k: crate::Kind) -> wit_types::KindRef {
-        wit_types::KindRef {
-            api_version: k.api_version,
-            kind: k.kind,
-        }
-    }
-
     pub fn info<P: Reconciler>() -> wit_types::PluginInfo {
-        let info = P::info();
-        wit_types::PluginInfo {
-            name: info.name,
-            version: info.version,
-            parent: kind(info.parent),
-            children: info.children.into_iter().map(kind).collect(),
-            reads: info.reads.into_iter().map(kind).collect(),
-            finalizer: info.finalizer,
-        }
+        P::info().into_wit()
     }
 
     pub fn reconcile<P: Reconciler>(
@@ -216,7 +176,9 @@ pub mod __private {
 mod wit {
     wit_bindgen::generate!({
         world: "reconciler",
-        path: "../../wit/reconhost-plugin@0.1.0",
+        path: "../../wit/reconhost-plugin@0.2.0",
+        // For the SDK's tests, which compare what crosses the boundary.
+        additional_derives: [PartialEq],
         pub_export_macro: true,
         export_macro_name: "__export_reconciler",
         default_bindings_module: "reconhost_sdk::__private::wit",

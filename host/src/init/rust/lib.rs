@@ -46,6 +46,7 @@ reconhost_sdk::export!(Plugin);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reconhost_sdk::ConditionStatus;
 
     fn parent(spec: serde_json::Value) -> Request {
         Request::new(json!({
@@ -59,10 +60,11 @@ mod tests {
     fn a_message_should_become_a_config_map() {
         let response = Plugin::reconcile(parent(json!({"message": "hello"}))).unwrap();
         assert_eq!(response.children.len(), 1);
-        assert_eq!(response.children[0]["kind"], "ConfigMap");
-        assert_eq!(response.children[0]["metadata"]["name"], "example");
-        assert_eq!(response.children[0]["data"]["message"], "hello");
-        assert_eq!(response.conditions[0].status, Some(true));
+        let config_map = &response.children[0].object;
+        assert_eq!(config_map["kind"], "ConfigMap");
+        assert_eq!(config_map["metadata"]["name"], "example");
+        assert_eq!(config_map["data"]["message"], "hello");
+        assert_eq!(response.conditions[0].status, ConditionStatus::True);
     }
 
     #[test]

@@ -82,8 +82,8 @@ mod tests {
     fn deletion_should_write_the_tombstone_before_finalizing() {
         let first = Archiver::reconcile(archive(true, vec![])).unwrap();
         assert!(!first.finalized);
-        assert_eq!(first.children[0]["data"]["archived"], "true");
-        let tombstone = first.children[0].clone();
+        assert_eq!(first.children[0].object["data"]["archived"], "true");
+        let tombstone = first.children[0].object.clone();
         let second = Archiver::reconcile(archive(true, vec![tombstone])).unwrap();
         assert!(second.finalized);
         assert_eq!(second.events[0].reason, "Archived");

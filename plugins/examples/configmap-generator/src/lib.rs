@@ -53,7 +53,7 @@ mod tests {
             json!({"metadata": {"name": "gen", "namespace": "a"}, "spec": {"content": {"k": "v"}}}),
         );
         let response = ConfigMapGenerator::reconcile(request).unwrap();
-        assert_eq!(response.children[0]["data"], json!({"k": "v"}));
-        assert_eq!(response.children[0]["metadata"]["name"], "gen");
+        assert_eq!(response.children[0].object["data"], json!({"k": "v"}));
+        assert_eq!(response.children[0].object["metadata"]["name"], "gen");
     }
 }

@@ -159,7 +159,7 @@ reconhost_sdk::export!(WebApp);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reconhost_sdk::json;
+    use reconhost_sdk::{ConditionStatus, json};
 
     fn parent(spec: serde_json::Value) -> Request {
         Request::new(json!({
@@ -174,6 +174,8 @@ mod tests {
         let [deployment, service] = &response.children[..] else {
             panic!("two children")
         };
+        assert!(response.children.iter().all(|c| c.wave == 0));
+        let (deployment, service) = (&deployment.object, &service.object);
         assert_eq!(deployment["kind"], "Deployment");
         assert_eq!(deployment["spec"]["replicas"], 1);
         assert_eq!(
@@ -190,7 +192,7 @@ mod tests {
             service["metadata"]["labels"]["app.kubernetes.io/managed-by"],
             "reconhost"
         );
-        assert_eq!(response.conditions[0].status, Some(false));
+        assert_eq!(response.conditions[0].status, ConditionStatus::False);
     }
 
     #[test]
@@ -202,7 +204,7 @@ mod tests {
         }));
         let response = WebApp::reconcile(request).unwrap();
         assert_eq!(response.status, Some(json!({"readyReplicas": 2})));
-        assert_eq!(response.conditions[0].status, Some(true));
+        assert_eq!(response.conditions[0].status, ConditionStatus::True);
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //! which the host escapes and cuts), `requeue` (asks to be called again after 1 ms).
 #![allow(missing_docs, reason = "a test fixture")]
 
-use std::time::Duration;
-
-use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, Value, json};
+use reconhost_sdk::{
+    ConditionStatus, Error, Info, Kind, Reconciler, Request, Response, Value, json,
+};
 
 struct Plugin;
 
@@ -32,11 +32,14 @@ impl Reconciler for Plugin {
             }
             "conditions" => {
                 for i in 0..17 {
-                    response = response.condition(&format!("Part{i}"), Some(true), "Fine", "");
+                    response =
+                        response.condition(&format!("Part{i}"), ConditionStatus::True, "Fine", "");
                 }
             }
             "status" => response = response.status(json!({"blob": "x".repeat(300 << 10)})),
-            "synced" => response = response.condition("Synced", Some(true), "Forged", "all good"),
+            "synced" => {
+                response = response.condition("Synced", ConditionStatus::True, "Forged", "all good")
+            }
             "metadata" => {
                 response = response.child(config_map(json!({"name": "c", "resourceVersion": "1"})))
             }
@@ -52,12 +55,12 @@ impl Reconciler for Plugin {
                 );
                 response = response.warning("Noisy", &message).condition(
                     "Noisy",
-                    Some(false),
+                    ConditionStatus::False,
                     "Loud",
                     &message,
                 );
             }
-            "requeue" => response = response.requeue_after(Duration::from_millis(1)),
+            "requeue" => response = response.requeue_after_ms(1),
             _ => {}
         }
         Ok(response)

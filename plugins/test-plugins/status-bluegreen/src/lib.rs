@@ -7,8 +7,6 @@
 //! added, which the test's CRD, written for an older version, does not declare.
 #![allow(missing_docs, reason = "a test fixture")]
 
-use std::time::Duration;
-
 use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, Value, json};
 
 struct Plugin;
@@ -106,7 +104,7 @@ impl Reconciler for Plugin {
         Ok(if next == "Live" {
             response
         } else {
-            response.requeue_after(Duration::from_millis(200))
+            response.requeue_after_ms(200)
         })
     }
 }
