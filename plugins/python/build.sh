@@ -13,7 +13,7 @@ out=$(cd "$out" && pwd)
 cache=${RECONHOST_CACHE:-$HOME/.cache/reconhost}
 version=$(sed -n 's/^componentize-py==//p' "$here/requirements.txt")
 venv="$cache/python/componentize-py-$version"
-wit=wit/reconhost-plugin@0.1.0
+wit=wit/reconhost-plugin@0.2.0
 
 if [ ! -x "$venv/bin/componentize-py" ]; then
   echo "installing componentize-py $version into $venv" >&2

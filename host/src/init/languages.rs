@@ -20,6 +20,10 @@ pub(super) const PYTHON_SDK: &[(&str, &str)] = &[
         include_str!("../../../plugins/python/reconhost/_model.py"),
     ),
     (
+        "reconhost/_wire.py",
+        include_str!("../../../plugins/python/reconhost/_wire.py"),
+    ),
+    (
         "reconhost/host.py",
         include_str!("../../../plugins/python/reconhost/host.py"),
     ),

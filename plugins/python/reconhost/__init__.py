@@ -21,7 +21,19 @@ observed, what should exist? Decorate a function from :class:`Request` to :class
             "data": {"greeting": f"hello, {who}"},
         }).ready(True, "Greeted", "the greeting exists")
 
-What the host guarantees and enforces (the WIT contract ``reconhost:plugin@0.1.0``):
+Contract 0.2 adds, each optional:
+
+- an update strategy per child kind: ``Info(...).child_with(Kind("apps/v1", "Deployment"),
+  UpdateStrategy(UpdateMethod.ROLLING_IN_PLACE).status_check(Check.condition("Available",
+  ConditionStatus.TRUE)))``;
+- ordered waves of children with readiness checks: ``Response().child_in_wave(1, obj,
+  [Check.equals("status.phase", "Bound")])``;
+- labels and annotations on the parent: ``Response().parent_label(key, value)``,
+  ``parent_annotation(key, value)``;
+- ``Info(...).ignore_status_changes()``: no call for a change to the parent's status alone.
+
+What the host guarantees and enforces (the WIT contract ``reconhost:plugin@0.2.0``; the host
+also keeps running plugins built against 0.1.0):
 
 - Every call runs in a fresh instance: module globals start over each time.
 - Children land in the parent's namespace with the parent as controller ownerReference; do not
@@ -34,27 +46,51 @@ What the host guarantees and enforces (the WIT contract ``reconhost:plugin@0.1.0
 """
 
 from ._model import (
+    Check,
+    Child,
+    ChildKind,
+    Comparison,
     Condition,
+    ConditionCheck,
+    ConditionStatus,
     Event,
+    EventType,
+    FieldCheck,
     Info,
     Kind,
+    Operand,
+    ParentMetadata,
     PermanentError,
     PluginError,
     Request,
     Response,
     TransientError,
+    UpdateMethod,
+    UpdateStrategy,
 )
 from ._export import reconciler
 
 __all__ = [
+    "Check",
+    "Child",
+    "ChildKind",
+    "Comparison",
     "Condition",
+    "ConditionCheck",
+    "ConditionStatus",
     "Event",
+    "EventType",
+    "FieldCheck",
     "Info",
     "Kind",
+    "Operand",
+    "ParentMetadata",
     "PermanentError",
     "PluginError",
     "Request",
     "Response",
     "TransientError",
+    "UpdateMethod",
+    "UpdateStrategy",
     "reconciler",
 ]

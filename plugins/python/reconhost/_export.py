@@ -16,7 +16,18 @@ import traceback
 from typing import Any, Callable
 
 from . import host
-from ._model import Info, PermanentError, Request, Response, TransientError
+from ._model import (
+    Check,
+    Comparison,
+    ConditionStatus,
+    Info,
+    Operand,
+    PermanentError,
+    Request,
+    Response,
+    TransientError,
+)
+from ._wire import Wire
 
 Reconcile = Callable[[Request], Response]
 
@@ -46,13 +57,11 @@ def _world(wit_world: Any, info: Info, function: Reconcile) -> type:
     from componentize_py_types import Err  # type: ignore[import-not-found]
     from wit_world.imports import types  # type: ignore[import-not-found]
 
-    def kind(k: Any) -> Any:
-        return types.KindRef(k.api_version, k.kind)
-
-    statuses = {True: types.ConditionStatus.TRUE, False: types.ConditionStatus.FALSE, None: types.ConditionStatus.UNKNOWN}
-    events = {True: types.EventType.WARNING, False: types.EventType.NORMAL}
     # One encoder for every call: json.dumps with arguments builds a new one each time.
     dumps = json.JSONEncoder(separators=(",", ":")).encode
+    wire = Wire(types, dumps)
+    # Converted once, here: a mistake in it fails the build, and the host's call is free.
+    plugin_info = wire.info(info)
     loads = json.loads
 
     def parse(request: Any) -> Request:
@@ -66,31 +75,15 @@ def _world(wit_world: Any, info: Info, function: Reconcile) -> type:
         except ValueError as e:
             raise Err(types.Error_Permanent(f"the host sent invalid JSON: {e}")) from None
 
-    def wire(response: Response) -> Any:
-        return types.Response(
-            [dumps(c) for c in response.children],
-            None if response.status is None else dumps(response.status),
-            [types.Condition(c.type, statuses[c.status], c.reason, c.message) for c in response.conditions],
-            [types.Event(events[e.warning], e.reason, e.message) for e in response.events],
-            response.requeue_after_ms,
-            response.is_finalized,
-        )
-
     class WitWorld(wit_world.WitWorld):  # type: ignore[misc, name-defined]
         def info(self) -> Any:
-            return types.PluginInfo(
-                info.name,
-                info.version,
-                kind(info.parent),
-                [kind(k) for k in info.children],
-                [kind(k) for k in info.reads],
-                info.finalizer,
-            )
+            return plugin_info
 
         def reconcile(self, request: Any) -> Any:
             parsed = parse(request)
             try:
-                response = function(parsed)
+                # Converted inside: a child that is not JSON is a bug like any other.
+                return wire.response(function(parsed))
             except TransientError as e:
                 raise Err(types.Error_Transient(e.message)) from None
             except PermanentError as e:
@@ -102,7 +95,6 @@ def _world(wit_world: Any, info: Info, function: Reconcile) -> type:
                 traceback.print_exc()
                 sys.stderr.flush()
                 os.abort()
-            return wire(response)
 
     # Every call starts from the snapshot componentize-py takes once this module is imported.
     # Running the glue's own paths here puts CPython's specialised bytecode and json's warmed
@@ -113,6 +105,11 @@ def _world(wit_world: Any, info: Info, function: Reconcile) -> type:
     text = dumps(sample)
     for _ in range(32):
         parse(types.Request(text, [text], "{}", False))
-        wire(Response().child(sample).with_status({"n": 1}).ready(True, "R", "m").warning("R", "m"))
+        wire.response(Response().child(sample).with_status({"n": 1}).ready(True, "R", "m").warning("R", "m"))
+    # The rest of the contract once, so that a mistake in its conversion fails the build.
+    checks = [Check.condition("A", ConditionStatus.UNKNOWN), Check.equals("a", 1),
+              Check.field("b", Comparison.AT_LEAST, Operand.field("c"))]
+    wire.response(Response().child_in_wave(1, sample, checks).event("R", "m").requeue_after_ms(1)
+                  .parent_label("a", "b").parent_annotation("c", "d").finalized())
 
     return WitWorld

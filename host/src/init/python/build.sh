@@ -11,4 +11,4 @@ if [ ! -x "$venv/bin/componentize-py" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check -r requirements.txt
 fi
 mkdir -p build
-"$venv/bin/componentize-py" -d wit/reconhost-plugin@0.1.0 -w reconciler componentize app -p . -o build/{{name}}.wasm
+"$venv/bin/componentize-py" -d wit/reconhost-plugin@0.2.0 -w reconciler componentize app -p . -o build/{{name}}.wasm

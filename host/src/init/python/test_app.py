@@ -3,7 +3,7 @@
 import pytest
 
 from app import reconcile
-from reconhost import PermanentError, Request
+from reconhost import ConditionStatus, PermanentError, Request
 
 
 def parent(spec):
@@ -14,11 +14,12 @@ def parent(spec):
 
 def test_a_message_should_become_a_config_map():
     response = reconcile(parent({"message": "hello"}))
-    [config_map] = response.children
+    [child] = response.children
+    config_map = child.object
     assert config_map["kind"] == "ConfigMap"
     assert config_map["metadata"]["name"] == "example"
     assert config_map["data"] == {"message": "hello"}
-    assert response.conditions[0].status is True
+    assert response.conditions[0].status is ConditionStatus.TRUE
 
 
 def test_an_empty_message_should_be_a_permanent_error():

@@ -1,5 +1,5 @@
 """``py-misbehave``: a Python plugin that misbehaves on request, for the host's sandbox tests
-(host/tests/languages/sandbox.rs). Never deploy it. ``spec.mode`` of the ``Widget`` picks:
+(host/tests/all/languages/sandbox.rs). Never deploy it. ``spec.mode`` of the ``Widget`` picks:
 
 - ``ok``: one ConfigMap and a Ready condition (the call after a failure must work)
 - ``loop``: spins for ever; ``alloc``: allocates without bound, keeping everything
@@ -72,5 +72,5 @@ if "wit_world" in sys.modules:
     class WitWorld(_sdk_world):  # type: ignore[no-redef]
         def reconcile(self, request: types.Request) -> types.Response:
             if '"mode":"invalid-json"' in request.parent.replace(" ", ""):
-                return types.Response(["{not json"], None, [], [], None, False)
+                return types.Response([types.DesiredChild("{not json", 0, [])], None, [], [], None, False, None)
             return super().reconcile(request)

@@ -10,8 +10,8 @@ class WitWorld(wit_world.WitWorld):  # type: ignore[misc]
     def info(self) -> types.PluginInfo:
         kind = types.KindRef
         return types.PluginInfo(
-            "py-noop", "0.1.0", kind("examples.reconhost.dev/v1alpha1", "WebApp"), [], [], False
+            "py-noop", "0.1.0", kind("examples.reconhost.dev/v1alpha1", "WebApp"), [], [], False, False
         )
 
     def reconcile(self, request: types.Request) -> types.Response:
-        return types.Response([], None, [], [], None, False)
+        return types.Response([], None, [], [], None, False, None)
