@@ -6,7 +6,7 @@
 //   node build.mjs <plugin.ts> <wit dir> <out.wasm>
 import { build } from 'esbuild';
 import { componentize } from '@bytecodealliance/componentize-js';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -16,13 +16,23 @@ if (!source || !wit || !out) {
   process.exit(2);
 }
 const here = path.dirname(new URL(import.meta.url).pathname);
+// The host interface the entry imports is named with the contract's version, read from the WIT
+// package itself (e.g. `package reconhost:plugin@0.2.0;`).
+let version;
+for (const file of (await readdir(wit)).filter((f) => f.endsWith('.wit'))) {
+  version ??= /^package\s+reconhost:plugin@([^;\s]+)\s*;/m.exec(await readFile(path.join(wit, file), 'utf8'))?.[1];
+}
+if (!version) {
+  console.error(`no \`package reconhost:plugin@<version>;\` in ${wit}`);
+  process.exit(2);
+}
 const work = await mkdtemp(path.join(tmpdir(), 'reconhost-js-'));
 try {
   const entry = path.join(work, 'entry.ts');
   await writeFile(
     entry,
     [
-      `import { log, get, list } from 'reconhost:plugin/host@0.1.0';`,
+      `import { log, get, list } from 'reconhost:plugin/host@${version}';`,
       `import { connect } from ${JSON.stringify(path.join(here, 'sdk/host.ts'))};`,
       `connect({ log, get, list } as any);`,
       `export { info, reconcile } from ${JSON.stringify(path.resolve(source))};`,

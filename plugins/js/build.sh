@@ -11,7 +11,7 @@ out=${1:?usage: build.sh <out-dir>}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cache=${RECONHOST_CACHE:-$HOME/.cache/reconhost}
-wit=wit/reconhost-plugin@0.1.0
+wit=wit/reconhost-plugin@0.2.0
 mkdir -p "$cache/plugins"
 
 # The toolchain is installed only when a plugin must actually be built.

@@ -3,7 +3,14 @@
 
 use serde_json::Value;
 
-use super::{Names, copy, fill};
+use super::{Names, WIT_PATH, copy, fill};
+
+/// The directory of the WIT contract `reconhost init` vendors, which the projects build against.
+fn wit_dir() -> &'static str {
+    WIT_PATH
+        .strip_suffix("/plugin.wit")
+        .expect("the vendored WIT is a plugin.wit")
+}
 
 /// The Python SDK, file by file (a test checks this is the whole package).
 pub(super) const PYTHON_SDK: &[(&str, &str)] = &[
@@ -55,6 +62,10 @@ pub(super) const TS_SDK: &[(&str, &str)] = &[
     (
         "sdk/index.ts",
         include_str!("../../../plugins/js/sdk/index.ts"),
+    ),
+    (
+        "sdk/wire.ts",
+        include_str!("../../../plugins/js/sdk/wire.ts"),
     ),
     ("sdk/wit.ts", include_str!("../../../plugins/js/sdk/wit.ts")),
 ];
@@ -119,7 +130,7 @@ fn package_json(names: &Names) -> String {
     )
     .into();
     package["scripts"] = serde_json::json!({
-        "build": format!("node build.mjs src/plugin.ts wit/reconhost-plugin@0.1.0 build/{}.wasm", names.name),
+        "build": format!("node build.mjs src/plugin.ts {} build/{}.wasm", wit_dir(), names.name),
         "test": "rm -rf dist && tsc -p . && node --test dist/src/",
     });
     serde_json::to_string_pretty(&package).expect("JSON") + "\n"

@@ -1,5 +1,5 @@
 /**
- * The contract's types as componentize-js lifts and lowers them (`reconhost:plugin@0.1.0`):
+ * The contract's types as componentize-js lifts and lowers them (`reconhost:plugin@0.2.0`):
  * records with camelCase fields, enums as strings, `option` as `undefined`, `u64` as `bigint`,
  * and a `result` error thrown as `{ tag, val }`.
  */
@@ -10,14 +10,44 @@ export interface KindRef {
   kind: string;
 }
 
+/** `condition-status`. */
+export type WitConditionStatus = 'true' | 'false' | 'unknown';
+
+/** `comparison`. */
+export type WitComparison = 'equal' | 'not-equal' | 'at-least' | 'at-most';
+
+/** `operand`: a JSON value as text, or a dotted path. */
+export type WitOperand = { tag: 'value'; val: string } | { tag: 'field'; val: string };
+
+/** `ready-check`. */
+export type WitReadyCheck =
+  | { tag: 'condition'; val: { type: string; status: WitConditionStatus } }
+  | { tag: 'field'; val: { path: string; comparison: WitComparison; operand: WitOperand } };
+
+/** `update-method`. */
+export type WitUpdateMethod = 'in-place' | 'on-delete' | 'recreate' | 'rolling-in-place' | 'rolling-recreate';
+
+/** `update-strategy`. */
+export interface WitUpdateStrategy {
+  method: WitUpdateMethod;
+  statusChecks: WitReadyCheck[];
+}
+
+/** `child-kind`. */
+export interface WitChildKind {
+  kind: KindRef;
+  updateStrategy: WitUpdateStrategy;
+}
+
 /** `plugin-info`. */
 export interface PluginInfo {
   name: string;
   version: string;
   parent: KindRef;
-  children: KindRef[];
+  children: WitChildKind[];
   reads: KindRef[];
   finalizer: boolean;
+  ignoreStatusChanges: boolean;
 }
 
 /** `request`: JSON text, one object per string. */
@@ -31,7 +61,7 @@ export interface WitRequest {
 /** `condition`. */
 export interface WitCondition {
   type: string;
-  status: 'true' | 'false' | 'unknown';
+  status: WitConditionStatus;
   reason: string;
   message: string;
 }
@@ -43,14 +73,28 @@ export interface WitEvent {
   message: string;
 }
 
+/** `desired-child`: the object as JSON text. */
+export interface WitDesiredChild {
+  object: string;
+  wave: number;
+  readyWhen: WitReadyCheck[];
+}
+
+/** `metadata-patch`: key-value tuples. */
+export interface WitMetadataPatch {
+  labels: [string, string][];
+  annotations: [string, string][];
+}
+
 /** `response`. */
 export interface WitResponse {
-  children: string[];
+  children: WitDesiredChild[];
   status: string | undefined;
   conditions: WitCondition[];
   events: WitEvent[];
   requeueAfterMs: bigint | undefined;
   finalized: boolean;
+  parentMetadata: WitMetadataPatch | undefined;
 }
 
 /** `error`, as thrown by `reconcile`. */

@@ -16,10 +16,11 @@ const parent = (spec: object) =>
 test('a message becomes a ConfigMap', () => {
   const response = plugin(parent({ message: 'hello' }));
   assert.equal(response.children.length, 1);
-  assert.equal(response.children[0].kind, 'ConfigMap');
-  assert.equal(response.children[0].metadata.name, 'example');
-  assert.deepEqual(response.children[0].data, { message: 'hello' });
-  assert.equal(response.conditions[0].status, true);
+  const configMap = response.children[0].object;
+  assert.equal(configMap.kind, 'ConfigMap');
+  assert.equal(configMap.metadata.name, 'example');
+  assert.deepEqual(configMap.data, { message: 'hello' });
+  assert.equal(response.conditions[0].status, 'True');
 });
 
 test('an empty message is a permanent error', () => {

@@ -1,6 +1,6 @@
 // webapp natively, on the Rust example's fixtures (plugins/examples/webapp/fixtures): the same
 // children, status, condition and errors as the Rust plugin's unit tests and the conformance
-// test (host/tests/languages/conformance.rs) require of the component.
+// test (host/tests/all/languages/conformance.rs) require of the component.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
@@ -25,14 +25,23 @@ test('info matches the Rust plugin', () => {
   assert.equal(INFO.name, 'webapp');
   assert.deepEqual([INFO.parent.apiVersion, INFO.parent.kind], ['examples.reconhost.dev/v1alpha1', 'WebApp']);
   assert.deepEqual(
-    INFO.children?.map((k) => `${k.apiVersion} ${k.kind}`),
+    INFO.children?.map((k) => ('strategy' in k ? 'with a strategy' : `${k.apiVersion} ${k.kind}`)),
     ['apps/v1 Deployment', 'v1 Service'],
   );
+  assert.equal(INFO.finalizer ?? false, false);
+  assert.equal(INFO.ignoreStatusChanges ?? false, false);
 });
 
 test('a WebApp becomes a Deployment and a Service', () => {
   const response = webapp(new Request(load('parent.yaml')[0]));
-  const [deployment, service] = response.children;
+  const [deployment, service] = response.children.map((c) => c.object);
+  assert.deepEqual(
+    response.children.map((c) => [c.wave, c.readyWhen]),
+    [
+      [0, []],
+      [0, []],
+    ],
+  );
   assert.equal(deployment.kind, 'Deployment');
   assert.equal(service.kind, 'Service');
   assert.equal(deployment.spec.replicas, 2);
@@ -44,7 +53,7 @@ test('a WebApp becomes a Deployment and a Service', () => {
   assert.deepEqual(service.spec.ports, [{ name: 'http', port: 80, targetPort: 8080 }]);
   assert.equal(service.metadata.labels['app.kubernetes.io/managed-by'], 'reconhost');
   assert.deepEqual(response.status, { readyReplicas: 0 });
-  assert.equal(response.conditions[0].status, false);
+  assert.equal(response.conditions[0].status, 'False');
 });
 
 test('ready replicas come from the observed Deployment', () => {
@@ -55,13 +64,13 @@ test('ready replicas come from the observed Deployment', () => {
   assert.equal(response.conditions[0].message, '1 of 2 replicas ready');
   observed[0].status.readyReplicas = 2;
   const condition = webapp(new Request(parent, observed)).conditions[0];
-  assert.deepEqual([condition.status, condition.reason], [true, 'ReplicasReady']);
+  assert.deepEqual([condition.status, condition.reason], ['True', 'ReplicasReady']);
 });
 
 test('defaults are one replica on port 8080', () => {
   const response = webapp(new Request({ metadata: { name: 'a' }, spec: { image: 'x' } }));
-  assert.equal(response.children[0].spec.replicas, 1);
-  assert.equal(response.children[1].spec.ports[0].targetPort, 8080);
+  assert.equal(response.children[0].object.spec.replicas, 1);
+  assert.equal(response.children[1].object.spec.ports[0].targetPort, 8080);
 });
 
 for (const parent of [...load('invalid-specs.yaml'), ...load('invalid.yaml')]) {

@@ -1,6 +1,6 @@
 /**
  * `js-misbehave`: a JavaScript plugin that misbehaves on request, for the host's sandbox tests
- * (host/tests/languages/sandbox.rs). Never deploy it. `spec.mode` of the `Widget` picks:
+ * (host/tests/all/languages/sandbox.rs). Never deploy it. `spec.mode` of the `Widget` picks:
  * `ok` (one ConfigMap, Ready), `loop` (spins for ever), `alloc` (allocates without bound),
  * `raise` (an unexpected exception, which traps), `invalid-json` (a child that is not JSON,
  * through the wire format), `transient` / `permanent` (the SDK's errors), `read` (reads through
@@ -61,7 +61,15 @@ export const info = sdk.info;
 export function reconcile(request: WitRequest): WitResponse {
   if (JSON.parse(request.parent)?.spec?.mode === 'invalid-json') {
     // Past the SDK's serializer, as a plugin written against the raw contract could answer.
-    return { children: ['{not json'], status: undefined, conditions: [], events: [], requeueAfterMs: undefined, finalized: false };
+    return {
+      children: [{ object: '{not json', wave: 0, readyWhen: [] }],
+      status: undefined,
+      conditions: [],
+      events: [],
+      requeueAfterMs: undefined,
+      finalized: false,
+      parentMetadata: undefined,
+    };
   }
   return sdk.reconcile(request);
 }

@@ -14,9 +14,18 @@ export function info(): PluginInfo {
     children: [],
     reads: [],
     finalizer: false,
+    ignoreStatusChanges: false,
   };
 }
 
 export function reconcile(_request: WitRequest): WitResponse {
-  return { children: [], status: undefined, conditions: [], events: [], requeueAfterMs: undefined, finalized: false };
+  return {
+    children: [],
+    status: undefined,
+    conditions: [],
+    events: [],
+    requeueAfterMs: undefined,
+    finalized: false,
+    parentMetadata: undefined,
+  };
 }
