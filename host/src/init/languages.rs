@@ -163,6 +163,46 @@ mod tests {
     }
 
     #[test]
+    fn every_build_should_use_the_vendored_wit() {
+        let names = Names::new(&crate::cli::InitArgs {
+            dir: "widget".into(),
+            lang: crate::cli::Lang::Ts,
+            kind: "Widget".into(),
+            group: "example.com".into(),
+            version: "v1alpha1".into(),
+        })
+        .expect("valid names");
+        let package: Value = serde_json::from_str(&package_json(&names)).expect("JSON");
+        assert_eq!(
+            package["scripts"]["build"],
+            format!(
+                "node build.mjs src/plugin.ts {} build/widget.wasm",
+                wit_dir()
+            )
+        );
+        let (_, build) = PYTHON
+            .iter()
+            .find(|(path, _)| *path == "build.sh")
+            .expect("a build.sh");
+        assert!(
+            build.contains(&format!(" -d {} ", wit_dir())),
+            "build.sh builds against {}",
+            wit_dir()
+        );
+        let version = wit_dir().rsplit('@').next().expect("a version");
+        for files in [PYTHON, TS] {
+            let (_, readme) = files
+                .iter()
+                .find(|(path, _)| *path == "README.md")
+                .expect("a README");
+            assert!(
+                readme.contains(&format!("(`reconhost:plugin@{version}`)")),
+                "the README names the contract: {readme}"
+            );
+        }
+    }
+
+    #[test]
     fn the_lockfile_should_name_the_project_where_the_package_does() {
         assert_eq!(
             JS_LOCK
