@@ -1,6 +1,6 @@
 //! The `webapp` example in three languages, on the same fixtures: every answer of the Python and
 //! TypeScript builds must equal the Rust one's, and the Rust one must give what the fixture
-//! expects.
+//! expects. All three are built against the same contract version.
 
 use std::path::PathBuf;
 
@@ -8,7 +8,7 @@ use reconhost::model::ReconcileRequest;
 use reconhost::runtime::Limits;
 use serde_json::{Value, json};
 
-use super::{WEBAPPS, call, loaded};
+use super::{CONTRACT, WEBAPPS, call, loaded};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(concat!(
@@ -40,11 +40,14 @@ fn answer(name: &str, request: &ReconcileRequest) -> Result<Value, String> {
             let d = outcome.desired;
             Ok(json!({
                 "children": d.children.iter().map(|c| &c.body).collect::<Vec<_>>(),
+                "waves": d.children.iter().map(|c| c.wave).collect::<Vec<_>>(),
+                "readyWhen": d.children.iter().map(|c| &c.ready_when).collect::<Vec<_>>(),
                 "status": d.status,
                 "conditions": d.conditions,
                 "events": d.events,
                 "requeueAfterMs": d.requeue_after.map(|r| r.as_millis() as u64),
                 "finalized": d.finalized,
+                "parentMetadata": d.parent_metadata,
             }))
         }
         Err(e) => Err(e.to_string()),
@@ -62,6 +65,17 @@ fn same_everywhere(case: &str, request: &ReconcileRequest) -> Result<Value, Stri
         );
     }
     reference
+}
+
+#[test]
+fn every_language_should_be_built_against_the_same_contract() {
+    for name in WEBAPPS {
+        assert_eq!(
+            loaded(name, Limits::default()).contract(),
+            CONTRACT,
+            "the contract {name} names"
+        );
+    }
 }
 
 #[test]
@@ -89,6 +103,13 @@ fn every_fixture_of_the_rust_example_should_render_the_same_in_every_language() 
         "{first}"
     );
     assert_eq!(first["children"][0]["spec"]["replicas"], 2);
+    assert_eq!(
+        first["waves"],
+        json!([0, 0]),
+        "no order among webapp's children"
+    );
+    assert_eq!(first["readyWhen"], json!([[], []]));
+    assert_eq!(first["parentMetadata"], Value::Null);
     assert_eq!(first["status"], json!({"readyReplicas": 0}));
 
     let later = same_everywhere(

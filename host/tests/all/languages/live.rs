@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
+use super::CONTRACT;
 use crate::common::plugins::{digest_of, exclusive, reconcile_plugins};
 use crate::common::{World, condition, get, load, plugin};
 
@@ -45,10 +46,11 @@ fn install(world: &World, component: &str) -> String {
     digest_of(&plugin(component))
 }
 
-/// Waits until the WebApp ReconcilePlugin serves `digest` and is Ready.
+/// Waits until the WebApp ReconcilePlugin serves `digest` and is Ready, and checks that its
+/// status names the contract the SDKs build against.
 async fn serving(world: &World, digest: &str) -> Value {
     let api = reconcile_plugins(&world.client);
-    eventually(
+    let rp = eventually(
         COMPILE,
         &format!("{WEBAPP_RP} serving {digest}"),
         || async {
@@ -57,7 +59,9 @@ async fn serving(world: &World, digest: &str) -> Value {
             (ready && rp["status"]["activeDigest"] == digest).then_some(rp)
         },
     )
-    .await
+    .await;
+    assert_eq!(rp["status"]["contract"], CONTRACT, "{rp}");
+    rp
 }
 
 /// The Deployment and Service of WebApp `name`, as the Rust webapp would write them.

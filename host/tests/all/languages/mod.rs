@@ -2,11 +2,12 @@
 //! the same results.
 //!
 //! - `conformance`: the `webapp` example in Rust, Python (componentize-py) and TypeScript
-//!   (componentize-js) gives the same children, status, conditions, events and errors on every
-//!   fixture of the Rust example and on every invalid spec.
-//! - `sandbox`: Python and JavaScript plugins that loop, allocate without bound, raise and answer
-//!   garbage fail their own call with the typed error the Rust ones get, within the deadline,
-//!   and the next call works.
+//!   (componentize-js) is built against the same contract (0.2.0), declares the same plugin and
+//!   gives the same children (with their waves and readiness checks), status, conditions, events,
+//!   parent metadata and errors on every fixture of the Rust example and on every invalid spec.
+//! - `sandbox`: Python and JavaScript plugins (0.2.0, as their SDKs build) that loop, allocate
+//!   without bound, raise and answer garbage fail their own call with the typed error the Rust
+//!   ones get, within the deadline, and the next call works.
 //! - `live`: the Python and TypeScript `webapp` installed through ReconcilePlugins from the
 //!   loopback OCI registry reconcile parents on the control plane, and compiling them holds up no
 //!   other plugin.
@@ -29,6 +30,9 @@ use reconhost::runtime::{
 
 /// The `webapp` of every language, Rust first (the reference).
 const WEBAPPS: [&str; 3] = ["webapp", "webapp-python", "webapp-ts"];
+
+/// The contract every SDK builds against, as the host reports the one a component names.
+const CONTRACT: &str = "reconhost:plugin@0.2.0";
 
 /// One runtime for the process, with the default (persistent) compiled-code cache: the 12–20 MB
 /// Python and JavaScript components compile once per machine, as they do in a host.

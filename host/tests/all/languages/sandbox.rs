@@ -9,7 +9,7 @@ use reconhost::model::{PluginError, ReconcileRequest};
 use reconhost::runtime::{CallErrorKind, Limits, StaticObjects};
 use serde_json::json;
 
-use super::{call, loaded};
+use super::{CONTRACT, call, loaded};
 
 const MISBEHAVING: [&str; 2] = ["py-misbehave", "js-misbehave"];
 
@@ -49,6 +49,13 @@ fn fails(name: &str, mode: &str) -> CallErrorKind {
     assert_eq!(ok.desired.status, Some(json!({"mode": "ok"})), "{name}");
     assert_eq!(ok.desired.children[0].body["data"]["mode"], "ok", "{name}");
     err
+}
+
+#[test]
+fn the_misbehaving_plugins_should_be_built_against_the_sdks_contract() {
+    for name in MISBEHAVING {
+        assert_eq!(loaded(name, limits()).contract(), CONTRACT, "{name}");
+    }
 }
 
 /// The Rust test plugin's error for the same misbehaviour, for the label comparison.
