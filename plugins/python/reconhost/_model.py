@@ -26,11 +26,6 @@ class ConditionStatus(enum.Enum):
     FALSE = "False"
     UNKNOWN = "Unknown"
 
-    @staticmethod
-    def of(value: bool) -> ConditionStatus:
-        """TRUE for True, FALSE for False."""
-        return ConditionStatus.TRUE if value else ConditionStatus.FALSE
-
 
 class EventType(enum.Enum):
     """Kubernetes event types."""
@@ -182,12 +177,14 @@ class Info:
     and enforces it on every call. Give everything to the constructor, or chain the methods
     (as the Rust SDK's ``Info`` does)::
 
-        Info("webapp", Kind("examples.reconhost.dev/v1alpha1", "WebApp"))
+        INFO = (
+            Info("webapp", Kind("examples.reconhost.dev/v1alpha1", "WebApp"))
             .child(Kind("v1", "Service"))
             .child_with(Kind("apps/v1", "Deployment"),
                         UpdateStrategy(UpdateMethod.ROLLING_IN_PLACE)
                         .status_check(Check.condition("Available", ConditionStatus.TRUE)))
             .ignore_status_changes()
+        )
     """
 
     name: str
@@ -413,7 +410,7 @@ class Response:
 
     def ready(self, ready: bool, reason: str, message: str) -> Response:
         """Adds the ``Ready`` condition, True or False."""
-        return self.condition("Ready", ConditionStatus.of(ready), reason, message)
+        return self.condition("Ready", ConditionStatus.TRUE if ready else ConditionStatus.FALSE, reason, message)
 
     def event(self, reason: str, message: str) -> Response:
         """Adds a Normal event."""
