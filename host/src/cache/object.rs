@@ -113,6 +113,12 @@ impl Cached {
         }
     }
 
+    /// Whether the cache kept any of reconhost's `managedFields` entries for it (for a parent:
+    /// a plugin applied labels or annotations to it).
+    pub fn has_managed_fields(&self) -> bool {
+        self.managed_fields.is_some()
+    }
+
     /// The object as JSON text, as a plugin is given it.
     pub fn json(&self) -> &str {
         &self.json

@@ -196,8 +196,12 @@ impl Applier {
                 Err(error) => return Err(error),
             }
         }
+        // The finalizer's removal is a patch at the parent's resourceVersion: after a metadata
+        // write, at the version that write made.
+        let mut latest = None;
         if let Some(metadata) = &plan.metadata {
             let object = self.metadata(parent, metadata).await?;
+            latest = serde_json::to_value(&object).ok();
             parent_written(Some(object), &mut outcome);
         }
         let status = if outcome.failed.is_empty() {
@@ -220,7 +224,8 @@ impl Applier {
             }
         }
         if releasing {
-            let object = self.finalizer(parent, FinalizerAction::Remove).await?;
+            let at = latest.as_ref().unwrap_or(parent);
+            let object = self.finalizer(at, FinalizerAction::Remove).await?;
             parent_written(object, &mut outcome);
         }
         Ok(outcome)

@@ -48,7 +48,16 @@ impl Work {
         let parent = Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
         match route.decide(&key, &parent) {
             Decision::Skip => Work::Skip,
-            Decision::Release(revision) => Work::Release(revision.enter(), revision, key, parent),
+            // Released with the host's own managedFields: they say which labels and annotations
+            // the plugin set on it, to be given up.
+            Decision::Release(revision) => {
+                let parent = if cached.has_managed_fields() {
+                    Parent::from(cached.observed())
+                } else {
+                    parent
+                };
+                Work::Release(revision.enter(), revision, key, parent)
+            }
             Decision::Serve { revision, shadow } => {
                 Work::Serve(revision.enter(), revision, shadow, key, cached, parent)
             }

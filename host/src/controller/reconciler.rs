@@ -251,11 +251,18 @@ impl Reconciler {
         }
 
         let fields = self.status_fields();
+        // The parent as the planner compares it: with the host's own managedFields where the
+        // cache kept any, which say what labels and annotations the plugin set on it before.
+        let planned_parent = if cached.has_managed_fields() {
+            std::borrow::Cow::Owned(cached.observed())
+        } else {
+            std::borrow::Cow::Borrowed(&*request.parent)
+        };
         let plan_for = |desired: &model::Desired| {
             let mut plan = planner::plan(
                 self.plugin.info(),
                 &fields,
-                &request.parent,
+                &planned_parent,
                 desired,
                 &observed,
                 &model::now(),
@@ -292,7 +299,7 @@ impl Reconciler {
             &mut plan,
             self.plugin.info(),
             &fields,
-            &request.parent,
+            &planned_parent,
             &outcome.desired,
             &observed,
             &model::now(),

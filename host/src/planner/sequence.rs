@@ -173,16 +173,19 @@ fn waves(plan: &mut Plan, desired: &Desired, found: &[Option<&Value>]) {
         }
         blocked = members().find_map(|i| {
             let child = &plan.children[i];
-            let why = match (child.action, found[i]) {
+            let clause = match (child.action, found[i]) {
                 (Action::Unchanged | Action::Kept, Some(object)) => {
-                    ready(object, &desired.children[i].ready_when).err()?
+                    format!(
+                        "is {}",
+                        ready(object, &desired.children[i].ready_when).err()?
+                    )
                 }
-                (Action::Create, _) => "being created".to_owned(),
-                (Action::Waiting, _) => child.why.clone().unwrap_or_default(),
-                _ => "being changed".to_owned(),
+                (Action::Create, _) => "is being created".to_owned(),
+                (Action::Waiting, _) => format!("waits: {}", child.why.as_deref().unwrap_or("")),
+                _ => "is being changed".to_owned(),
             };
             Some(format!(
-                "waits for wave {wave}: {} is {why}",
+                "waits for wave {wave}: {} {clause}",
                 child.target()
             ))
         });

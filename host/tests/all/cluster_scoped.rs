@@ -421,49 +421,13 @@ async fn a_child_whose_namespace_is_missing_or_terminating_should_fail_alone() {
     );
 }
 
-/// A ClusterRole with these rules, bound cluster-wide to the ServiceAccount `account` of the
-/// world's namespace.
-async fn grant_cluster(world: &World, account: &str, rules: Value) {
-    let name = format!("{}-{account}", world.namespace);
-    let params = PatchParams::apply("test").force();
-    let role = cluster_api(
-        world,
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRole",
-        "clusterroles",
-    );
-    role.patch(
-        &name,
-        &params,
-        &Patch::Apply(json!({"apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules})),
-    )
-    .await
-    .expect("a ClusterRole");
-    let binding = cluster_api(
-        world,
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-    );
-    binding
-        .patch(&name, &params, &Patch::Apply(json!({"apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding", "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "namespace": world.namespace, "name": account}]})))
-        .await
-        .expect("a ClusterRoleBinding");
-}
-
 #[tokio::test]
 async fn a_cluster_scoped_parents_plugin_should_write_only_where_its_service_account_may() {
     let world = World::new("spread-id").await;
     let _suite = exclusive(&world.client).await;
     world.bare_service_account("spread").await;
     // Its own kind and the Namespaces it reads, cluster-wide; ConfigMaps in this namespace only.
-    grant_cluster(&world, "spread", json!([
+    world.grant_cluster("spread", json!([
         {"apiGroups": ["test.reconhost.dev"], "resources": ["spreads"], "verbs": ["get", "list", "watch", "patch", "update"]},
         {"apiGroups": ["test.reconhost.dev"], "resources": ["spreads/status"], "verbs": ["get", "patch", "update"]},
         {"apiGroups": ["test.reconhost.dev"], "resources": ["spreads/finalizers"], "verbs": ["update"]},

@@ -5,6 +5,7 @@
 
 use crate::common;
 
+use common::crd::{install_crd, test_crd};
 use common::plugins::{digest_of, exclusive};
 use common::{CONVERGE, World, controlled_by, drained, get, plugin};
 use kube::api::{Api, DynamicObject};
@@ -75,6 +76,24 @@ async fn install(world: &World, name: &str, component: &str, cm: &str, decorator
     world.plugin_ready(name).await;
 }
 
+/// The annotation service-per-pod sets on what it decorates.
+const SERVICES: &str = "example.com/services";
+
+/// What the decorator's field manager owns on `object` through apply (not its status), if
+/// anything.
+fn applied_metadata(object: &Value) -> Option<Value> {
+    object["metadata"]["managedFields"]
+        .as_array()?
+        .iter()
+        .find(|m| {
+            m["manager"] == format!("reconhost/{RP}")
+                && m["operation"] == "Apply"
+                && m.get("subresource").is_none()
+        })
+        .map(|m| m["fieldsV1"].clone())
+        .filter(|fields| fields.as_object().is_some_and(|f| !f.is_empty()))
+}
+
 /// Whether the host (any of its field managers) ever wrote `object`'s status.
 fn host_wrote_status(object: &Value) -> bool {
     object["metadata"]["managedFields"]
@@ -124,6 +143,18 @@ async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its
     );
     assert!(db["metadata"].get("finalizers").is_none(), "{db}");
     assert!(get(&world.services(), "db-0").await.is_none());
+    // The annotation the plugin sets on what it decorates, under its own field manager and
+    // nothing else of the object's.
+    assert_eq!(web["metadata"]["annotations"][SERVICES], "2", "{web}");
+    assert_eq!(
+        applied_metadata(&web),
+        Some(json!({"f:metadata": {"f:annotations": {format!("f:{SERVICES}"): {}}}})),
+        "{web}"
+    );
+    assert!(
+        db["metadata"]["annotations"].get(SERVICES).is_none(),
+        "{db}"
+    );
     // No status, condition or observedGeneration of the host's, nor the plugin's status on a
     // kind no CRD describes.
     for set in [&web, &db] {
@@ -149,6 +180,11 @@ async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its
         .merge(&sets, "web", json!({"spec": {"replicas": 3}}))
         .await;
     services_of(&world, &sets, "web", 3).await;
+    eventually(CONVERGE, "web annotated with 3 services", || async {
+        let web = get(&sets, "web").await?;
+        (web["metadata"]["annotations"][SERVICES] == "3").then_some(())
+    })
+    .await;
 
     // Opting out releases: what was attached goes, and the finalizer.
     world
@@ -166,6 +202,12 @@ async fn a_decorator_should_attach_only_where_annotated_and_write_nothing_of_its
     .await;
     let web = get(&sets, "web").await.expect("web");
     assert!(!host_wrote_status(&web), "{web}");
+    // What the plugin set on it is given up too.
+    assert!(
+        web["metadata"]["annotations"].get(SERVICES).is_none(),
+        "{web}"
+    );
+    assert_eq!(applied_metadata(&web), None, "{web}");
     world.uninstall(RP).await;
 }
 
@@ -216,4 +258,136 @@ async fn two_decorators_on_one_kind_should_keep_to_their_own_children() {
     assert!(!host_wrote_status(&web), "{web}");
     world.uninstall("config-per-set").await;
     world.uninstall(RP).await;
+}
+
+#[tokio::test]
+async fn a_decorator_on_crds_should_make_cluster_roles_without_touching_any_crd() {
+    const OPTED: &str = "example.com/reader-role";
+    let world = World::new("decorator-crds").await;
+    let _suite = exclusive(&world.client).await;
+    // What the plugin's account may do, cluster-wide: read CRDs, manage ClusterRoles (with
+    // `escalate`, since a reader role grants what the account itself does not hold), events.
+    world.bare_service_account("roles").await;
+    world
+        .grant_cluster(
+            "roles",
+            json!([
+                {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                 "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                 "verbs": ["get", "list", "watch", "create", "patch", "update", "delete", "escalate"]},
+                {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+            ]),
+        )
+        .await;
+    let host = world.host_everywhere(&["--allow-builtin-parents"]).await;
+    let mut gadgets = test_crd("Gadget", "gadgets", json!({}));
+    gadgets["metadata"]["annotations"] = json!({OPTED: "true"});
+    let crds = install_crd(&world.client, "gadgets.test.reconhost.dev", gadgets).await;
+    install_crd(
+        &world.client,
+        "gizmos.test.reconhost.dev",
+        test_crd("Gizmo", "gizmos", json!({})),
+    )
+    .await;
+
+    world
+        .plugin_config_map("crd-roles", &plugin("decorator-roles"))
+        .await;
+    let mut rp = world.reconcile_plugin(
+        "crd-roles",
+        ["apiextensions.k8s.io/v1", "CustomResourceDefinition"],
+        &digest_of(&plugin("decorator-roles")),
+        world.config_map_source("crd-roles"),
+    );
+    rp["spec"]["serviceAccountRef"]["name"] = json!("roles");
+    rp["spec"]["decorator"] =
+        json!({"annotationSelector": {"matchExpressions": [{"key": OPTED, "operator": "Exists"}]}});
+    world.apply_plugin(&rp).await;
+    world.plugin_ready("crd-roles").await;
+
+    let roles = world.cluster_api(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+    );
+    let crd_api = world.cluster_api(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    let role = eventually(CONVERGE, "the Gadget reader role", || async {
+        get(&roles, "gadgets.test.reconhost.dev-reader").await
+    })
+    .await;
+    let gadget_crd = get(&crd_api, "gadgets.test.reconhost.dev")
+        .await
+        .expect("the Gadget CRD");
+    assert!(controlled_by(&role, &gadget_crd), "{role}");
+    assert_eq!(
+        role["metadata"]["labels"]["reconhost.dev/decorator"],
+        "crd-roles"
+    );
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": ["test.reconhost.dev"], "resources": ["gadgets"],
+                "verbs": ["get", "list", "watch"]}])
+    );
+    drained(&host, "crd-roles").await;
+    assert!(
+        get(&roles, "gizmos.test.reconhost.dev-reader")
+            .await
+            .is_none(),
+        "a CRD that did not opt in got a role"
+    );
+    // No CRD in the cluster, reconhost's own included, got a status, condition or finalizer
+    // of the host's.
+    let all = crd_api.list(&Default::default()).await.expect("the CRDs");
+    for crd in all.items {
+        let crd = serde_json::to_value(crd).expect("JSON");
+        assert!(!host_wrote_status(&crd), "{crd}");
+        let conditions = crd["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            conditions
+                .iter()
+                .all(|c| c["type"] != "Synced" && c["type"] != "Ready"),
+            "{crd}"
+        );
+        let finalizers = crd["metadata"]["finalizers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            finalizers
+                .iter()
+                .all(|f| !f.as_str().unwrap_or("").starts_with("reconhost.dev/")),
+            "{crd}"
+        );
+    }
+
+    // Opting out: the role goes.
+    crd_api
+        .patch(
+            "gadgets.test.reconhost.dev",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {OPTED: null}}})),
+        )
+        .await
+        .expect("opting out");
+    eventually(CONVERGE, "the Gadget reader role to go", || async {
+        get(&roles, "gadgets.test.reconhost.dev-reader")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    world.uninstall("crd-roles").await;
+    for name in ["gadgets.test.reconhost.dev", "gizmos.test.reconhost.dev"] {
+        crds.delete(name, &Default::default()).await.ok();
+    }
 }

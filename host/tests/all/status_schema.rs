@@ -9,6 +9,7 @@
 
 use crate::common;
 
+use common::crd::install_crd;
 use common::{CONVERGE, World, condition, get};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
@@ -62,38 +63,6 @@ fn upgraded_fields() -> Value {
         "reason": {"type": "string"}, "message": {"type": "string"},
     }}});
     fields
-}
-
-/// Installs `crd` (named `name`), replacing one left by an earlier run on a kept control plane,
-/// and waits until it is served.
-async fn install_crd(
-    client: &kube::Client,
-    name: &str,
-    crd: Value,
-) -> Api<CustomResourceDefinition> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds.get_opt(name).await.expect("reading the CRD").is_some() {
-        crds.delete(name, &DeleteParams::default()).await.ok();
-        eventually(CONVERGE, "the old CRD to go", || async {
-            crds.get_opt(name).await.ok()?.is_none().then_some(())
-        })
-        .await;
-    }
-    let crd = serde_json::from_value(crd).expect("a CRD");
-    crds.create(&PostParams::default(), &crd)
-        .await
-        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
-    eventually(CONVERGE, &format!("{name} to be established"), || async {
-        let crd = crds.get(name).await.ok()?;
-        let established = crd
-            .status?
-            .conditions?
-            .into_iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        established.then_some(())
-    })
-    .await;
-    crds
 }
 
 /// The status-schema suite's steps: Legacy parents, patches, and waiting on status and events.

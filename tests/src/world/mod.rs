@@ -3,11 +3,13 @@
 //! typed helpers for the example kinds.
 //!
 //! - [`chart`]: helm, kubectl and the chart, for the install suites.
+//! - [`crd`]: CustomResourceDefinitions a suite owns.
 //! - [`image`]: the image `make image` writes and the Debian image tools, for the image suite.
 //! - [`load`]: parents that keep changing, and the convergence check, for the fault suite.
 //! - [`plugins`]: ReconcilePlugins, their sources and conditions.
 
 pub mod chart;
+pub mod crd;
 pub mod image;
 pub mod load;
 pub mod plugins;

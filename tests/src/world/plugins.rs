@@ -105,6 +105,32 @@ impl World {
         .unwrap_or_else(|e| panic!("binding ServiceAccount {name}: {e}"));
     }
 
+    /// A ClusterRole with these rules, bound cluster-wide to the ServiceAccount `account` of
+    /// this namespace.
+    pub async fn grant_cluster(&self, account: &str, rules: Value) {
+        let name = format!("{}-{account}", self.namespace);
+        let params = PatchParams::apply("test").force();
+        let rbac = |kind: &str, plural: &str| {
+            self.cluster_api("rbac.authorization.k8s.io", "v1", kind, plural)
+        };
+        rbac("ClusterRole", "clusterroles")
+            .patch(
+                &name,
+                &params,
+                &Patch::Apply(json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules})),
+            )
+            .await
+            .expect("a ClusterRole");
+        rbac("ClusterRoleBinding", "clusterrolebindings")
+            .patch(&name, &params, &Patch::Apply(json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding", "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "namespace": self.namespace, "name": account}]})))
+            .await
+            .expect("a ClusterRoleBinding");
+    }
+
     /// A ServiceAccount in this namespace with no rights at all.
     pub async fn bare_service_account(&self, name: &str) {
         let api = self.api("", "v1", "ServiceAccount", "serviceaccounts");

@@ -2,7 +2,9 @@
 //! it is given gets one Service per replica, `<name>-<ordinal>`, selecting that Pod by the
 //! `statefulset.kubernetes.io/pod-name` label. It also asks for a status field and a
 //! condition, which the host must not write on an object the plugin does not own and whose
-//! kind no CRD describes. It holds a finalizer and finalizes at once.
+//! kind no CRD describes. It annotates the StatefulSet with the number of Services
+//! (`example.com/services`, contract 0.2's parent metadata). It holds a finalizer and finalizes
+//! at once.
 #![allow(missing_docs, reason = "a test fixture")]
 
 use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, json};
@@ -36,6 +38,7 @@ impl Reconciler for Plugin {
             }));
         }
         Ok(response
+            .parent_annotation("example.com/services", &replicas.to_string())
             .status(json!({"decoratedBy": "service-per-pod"}))
             .ready(true, "Decorated", &format!("{replicas} services")))
     }
