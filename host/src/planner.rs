@@ -21,7 +21,7 @@
 //!   decorates, only what the plugin asks for where the kind declares it; its children carry
 //!   [`DECORATOR_LABEL`] (which no owner's child may), and it holds a finalizer only while it
 //!   attaches something.
-//! - Order (contract 0.2, [`sequence`]): update strategies per child kind and waves turn some
+//! - Order (contract 0.2, [`mod@sequence`]): update strategies per child kind and waves turn some
 //!   changes into deletions, waits or nothing; while a child waits, `Synced` is False with the
 //!   reason `Progressing` and why.
 //! - Parent metadata (0.2): the labels and annotations the plugin sets on its parent are applied
@@ -293,7 +293,7 @@ fn parent_metadata(parent: &Value, desired: &Desired, manager: &str) -> Option<V
         m.get("f:labels").is_some() || m.get("f:annotations").is_some()
     });
     let holds = is_subset(&body, parent) && owned.is_none_or(|fields| owned::covers(fields, &body));
-    (!holds).then(|| Value::Object(meta))
+    (!holds).then_some(Value::Object(meta))
 }
 
 /// Orders `plan` by update strategies and waves ([`sequence::order`]); while a change waits,

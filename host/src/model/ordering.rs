@@ -1,6 +1,6 @@
 //! What a 0.2 plugin declares about order: how existing children of a kind change
 //! ([`UpdateStrategy`]), which wave a child belongs to and what makes it ready ([`ReadyCheck`]).
-//! The planner's [`sequence`](crate::planner::sequence) acts on them.
+//! The planner's [`sequence`](mod@crate::planner::sequence) acts on them.
 
 use std::collections::BTreeMap;
 

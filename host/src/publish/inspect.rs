@@ -7,6 +7,7 @@
 //! every built-in kind that counts as dangerous as RBAC does; `plugin rbac` resolves them
 //! through discovery.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -34,8 +35,12 @@ struct Report {
     parent: String,
     reconcile_plugin: String,
     children: Vec<String>,
+    /// Update strategies other than in place, by child kind (contract 0.2).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    update_strategies: BTreeMap<String, crate::model::UpdateStrategy>,
     reads: Vec<String>,
     finalizer: bool,
+    ignore_status_changes: bool,
     rbac: Vec<String>,
     host_rbac: Vec<String>,
     dangerous: Vec<String>,
@@ -97,8 +102,15 @@ pub(super) async fn run(args: &InspectArgs) -> anyhow::Result<String> {
         parent: info.parent.to_string(),
         reconcile_plugin: crate::api::plugin_resource_name(&info.parent),
         children: info.children.iter().map(ToString::to_string).collect(),
+        update_strategies: info
+            .strategies
+            .0
+            .iter()
+            .map(|(kind, strategy)| (kind.to_string(), strategy.clone()))
+            .collect(),
         reads: info.reads.iter().map(ToString::to_string).collect(),
         finalizer: info.finalizer,
+        ignore_status_changes: info.ignore_status_changes,
         rbac: as_lines(&rules),
         host_rbac: as_lines(&host_rules),
         dangerous: grant::dangers(&rules, &host_rules, false),
@@ -195,6 +207,15 @@ fn text(r: &Report) -> String {
             items.iter().map(|i| format!("  {i}\n")).collect()
         }
     };
+    // A child kind that does not change in place says how it does.
+    let children: Vec<String> = r
+        .children
+        .iter()
+        .map(|kind| match r.update_strategies.get(kind) {
+            Some(strategy) => format!("{kind} (update: {:?})", strategy.method),
+            None => kind.clone(),
+        })
+        .collect();
     let mut out = format!(
         "plugin {} {} ({})\n  source: {}\n  digest: {} ({} bytes)\n  parent: {} (ReconcilePlugin {})\n  finalizer on parents: {}\nchildren:\n{}reads:\n{}",
         r.name,
@@ -206,7 +227,7 @@ fn text(r: &Report) -> String {
         r.parent,
         r.reconcile_plugin,
         if r.finalizer { "yes" } else { "no" },
-        list(&r.children),
+        list(&children),
         list(&r.reads),
     );
     out.push_str("its ServiceAccount will be granted (reconhost plugin rbac):\n");

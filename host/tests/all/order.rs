@@ -212,3 +212,30 @@ async fn the_third_wave_should_wait_for_the_seconds_readiness() {
         .await
         .ok();
 }
+
+#[tokio::test]
+async fn inspect_should_say_how_each_child_kind_changes() {
+    let world = World::new("order-inspect").await;
+    let component = common::plugin("order-release").display().to_string();
+    let out = crate::grants::reconhost(&world, &["inspect", &component, "-o", "json"]);
+    let (stdout, stderr) = crate::grants::text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(report["contract"], "reconhost:plugin@0.2.0");
+    assert_eq!(
+        report["updateStrategies"],
+        json!({
+            "v1/ConfigMap": {"method": "Recreate"},
+            "v1/ServiceAccount": {"method": "OnDelete"},
+            "v1/Secret": {"method": "RollingInPlace", "statusChecks": [{"field": {
+                "path": "metadata.annotations.approved", "comparison": "equal",
+                "operand": {"field": "metadata.annotations.version"}}}]},
+        })
+    );
+    let out = crate::grants::reconhost(&world, &["inspect", &component]);
+    let (stdout, _) = crate::grants::text(&out);
+    assert!(
+        stdout.contains("  v1/ConfigMap (update: Recreate)\n"),
+        "{stdout}"
+    );
+}
