@@ -27,6 +27,7 @@ pub mod applied;
 pub mod applier;
 pub mod book;
 pub mod context;
+pub mod converge;
 pub mod deps;
 mod dispatch;
 pub mod fight;

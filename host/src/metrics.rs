@@ -73,6 +73,7 @@ pub struct Metrics {
     status_dropped: Family<Labels, Counter>,
     reviews_paced: Family<Labels, Counter>,
     contested: Family<Labels, Gauge>,
+    finalize_timeouts: Family<Labels, Counter>,
     rest_requests: Family<Labels, Counter>,
     swaps: Family<Labels, Counter>,
     rollouts: Family<Labels, Counter>,
@@ -81,6 +82,7 @@ pub struct Metrics {
     plugin_states: Family<Labels, Gauge>,
     fetch_seconds: Histograms,
     compile_seconds: Histograms,
+    time_to_converge: Histograms,
 }
 
 /// Fetches and compiles take from a millisecond (a cached Rust plugin) to a minute (an 18 MB
@@ -120,6 +122,7 @@ impl Metrics {
             unfinished: Family::default(),
             longest: Family::default(),
             call_seconds: h(call_histogram),
+            time_to_converge: h(reconcile_histogram),
             plugin_errors: Family::default(),
             memory_peak: Family::default(),
             applies: Family::default(),
@@ -129,6 +132,7 @@ impl Metrics {
             status_dropped: Family::default(),
             reviews_paced: Family::default(),
             contested: Family::default(),
+            finalize_timeouts: Family::default(),
             rest_requests: Family::default(),
             swaps: Family::default(),
             rollouts: Family::default(),
@@ -213,6 +217,11 @@ impl Metrics {
             m.call_seconds.clone(),
         );
         r.register(
+            "reconhost_time_to_converge_seconds",
+            "Time from a parent's new generation being seen to a reconcile at that generation going through with nothing left waiting",
+            m.time_to_converge.clone(),
+        );
+        r.register(
             "reconhost_plugin_errors",
             "Failed plugin calls by kind of failure",
             m.plugin_errors.clone(),
@@ -256,6 +265,11 @@ impl Metrics {
             "reconhost_contested_children",
             "Children whose fight breaker has tripped and not yet closed",
             m.contested.clone(),
+        );
+        r.register(
+            "reconhost_finalize_timeouts",
+            "Parents whose finalizer the host removed because the plugin's cleanup passed its finalize timeout",
+            m.finalize_timeouts.clone(),
         );
         r.register(
             "rest_client_requests",
@@ -352,13 +366,22 @@ impl Metrics {
     /// Handles for one plugin's calls and applies.
     pub fn plugin(&self, name: &str) -> PluginMetrics {
         let p = labels(&[("plugin", name)]);
-        for action in ["create", "update", "delete", "unchanged"] {
+        for action in [
+            "create",
+            "update",
+            "delete",
+            "recreate",
+            "unchanged",
+            "kept",
+            "waiting",
+        ] {
             self.applies
                 .get_or_create_owned(&labels(&[("plugin", name), ("action", action)]));
         }
         PluginMetrics {
             name: name.to_owned(),
             call_seconds: self.call_seconds.get_or_create_owned(&p),
+            time_to_converge: self.time_to_converge.get_or_create_owned(&p),
             memory_peak: self.memory_peak.get_or_create_owned(&p),
             errors: self.plugin_errors.clone(),
             applies: self.applies.clone(),
@@ -367,6 +390,9 @@ impl Metrics {
             paced: self.paced.get_or_create_owned(&p),
             status_dropped: self.status_dropped.get_or_create_owned(&p),
             contested: self.contested.get_or_create_owned(&p),
+            // Created at 0 with the plugin, so that an alert on its increase has a series to
+            // compare before the first timeout.
+            finalize_timeouts: self.finalize_timeouts.get_or_create_owned(&p),
         }
     }
 
@@ -553,6 +579,7 @@ impl QueueMetrics {
 pub struct PluginMetrics {
     name: String,
     call_seconds: Histogram,
+    time_to_converge: Histogram,
     memory_peak: Gauge,
     errors: Family<Labels, Counter>,
     applies: Family<Labels, Counter>,
@@ -561,12 +588,18 @@ pub struct PluginMetrics {
     paced: Counter,
     status_dropped: Counter,
     contested: Gauge,
+    finalize_timeouts: Counter,
 }
 
 impl PluginMetrics {
     /// Records the duration of a call that returned (failed calls are counted by [`Self::error`]).
     pub fn call_seconds(&self, elapsed: Duration) {
         self.call_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records how long a parent's generation took from being seen to converged.
+    pub fn converged(&self, elapsed: Duration) {
+        self.time_to_converge.observe(elapsed.as_secs_f64());
     }
 
     /// Records a call's memory high-water mark; the gauge keeps the largest seen. `fetch_max`,
@@ -611,6 +644,11 @@ impl PluginMetrics {
     pub fn contested(&self, children: usize) {
         self.contested
             .set(i64::try_from(children).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a parent released because the plugin's cleanup passed its finalize timeout.
+    pub fn finalize_timeout(&self) {
+        self.finalize_timeouts.inc();
     }
 
     /// Counts a failed API call.
@@ -685,6 +723,7 @@ mod tests {
             r#"reconhost_apply_total{plugin="webapp",action="delete"} 0"#,
             r#"reconhost_apply_total{plugin="webapp",action="unchanged"} 0"#,
             r#"reconhost_api_errors_total{plugin="webapp",verb="apply",code="409"} 1"#,
+            r#"reconhost_finalize_timeouts_total{plugin="webapp"} 0"#,
             "# TYPE controller_runtime_reconcile_time_seconds histogram",
             "# TYPE workqueue_depth gauge",
             "# TYPE workqueue_adds counter",

@@ -20,6 +20,8 @@ pub struct Meta {
     pub uid: String,
     /// `metadata.resourceVersion`.
     pub resource_version: String,
+    /// `metadata.generation` (0 for kinds without one).
+    pub generation: i64,
     /// `metadata.labels`, sorted by key.
     pub labels: Box<[(String, String)]>,
     /// The ownerReference marked `controller: true`, if any.
@@ -66,6 +68,7 @@ impl Meta {
             key: ObjectKey::of(object),
             uid: text(&meta["uid"]),
             resource_version: text(&meta["resourceVersion"]),
+            generation: meta["generation"].as_i64().unwrap_or(0),
             labels: labels.into_boxed_slice(),
             controller,
         }

@@ -177,6 +177,7 @@ impl Reconciler {
                 timeout.as_secs()
             );
             warn!(plugin = %name, parent = %key, "{message}");
+            self.metrics.finalize_timeout();
             let event = Event {
                 type_: EventType::Warning,
                 reason: "FinalizeTimeout".into(),
@@ -386,6 +387,19 @@ impl Reconciler {
             p.permanent.forget();
             p.conflicts = 0;
         });
+        let waiting = plan
+            .children
+            .iter()
+            .any(|c| c.action == planner::Action::Waiting);
+        if !waiting
+            && let Some(elapsed) = self.wiring.converge().converged(
+                key,
+                cached.meta.generation,
+                std::time::Instant::now(),
+            )
+        {
+            self.metrics.converged(elapsed);
+        }
         let changes = plan.children.iter().filter(|c| c.action.sends()).count();
         if changes > 0 || plan.status.is_some() || plan.finalizer.is_some() {
             info!(plugin = %name, parent = %key, children = changes,

@@ -12,9 +12,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
 
 use super::Context;
 use super::book::ParentBook;
+use super::converge::Converge;
 use super::pace::{self, Pace};
 use super::queue::{Priority, WorkQueue};
 use super::schema::{self, ParentSchema, WatchHandle};
@@ -90,6 +92,8 @@ pub struct Wiring {
     schema: Arc<ParentSchema>,
     book: Arc<ParentBook>,
     pace: Pace<ObjectKey>,
+    /// New generations seen and not yet converged.
+    converge: Arc<Converge>,
     metrics: PluginMetrics,
     queue: WorkQueue<ObjectKey>,
     informers: Informers,
@@ -134,9 +138,20 @@ impl Wiring {
         let status_schema = Arc::new(ParentSchema::new(&parents.kind().resource.kind, fields));
         let book = Arc::new(ParentBook::default());
         let ignore_status = Arc::new(AtomicBool::new(false));
+        let converge = Arc::new(Converge::default());
         let parent_handler = {
             let (queue, ignore_status) = (queue.clone(), ignore_status.clone());
+            let converge = converge.clone();
             parents.on_change(move |change| {
+                // A generation first seen while watching starts its time to converge.
+                if let Some(new) = change.new
+                    && !change.initial
+                    && change
+                        .old
+                        .is_none_or(|old| old.meta.generation != new.meta.generation)
+                {
+                    converge.seen(&new.meta.key, new.meta.generation, Instant::now());
+                }
                 if let (Some(old), Some(new)) = (change.old, change.new)
                     && ignore_status.load(Ordering::Relaxed)
                     && new.changed_only_in_status(old)
@@ -171,6 +186,7 @@ impl Wiring {
             schema: status_schema,
             book,
             pace: Pace::new(pace::Bounds::default()),
+            converge,
             metrics: ctx.metrics.plugin(plugin),
             queue: queue.clone(),
             informers: ctx.informers.clone(),
@@ -279,6 +295,11 @@ impl Wiring {
         &self.book
     }
 
+    /// The generations seen and not yet converged.
+    pub fn converge(&self) -> &Converge {
+        &self.converge
+    }
+
     /// How fast the plugin's writes may go, whichever revision makes them.
     pub fn pace(&self) -> &Pace<ObjectKey> {
         &self.pace
@@ -296,6 +317,7 @@ impl Wiring {
                 .contested(self.book.count(|p| p.fights.contested()));
         }
         self.pace.forget(key);
+        self.converge.forget(key);
     }
 }
 

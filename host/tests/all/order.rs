@@ -10,6 +10,7 @@ use crate::common;
 use common::crd::{install_crd, test_crd};
 use common::{CONVERGE, World, condition, get};
 use kube::api::{Api, DeleteParams, DynamicObject};
+use reconhost_tests::host::sample;
 use reconhost_tests::support::eventually;
 use serde_json::{Value, json};
 
@@ -158,7 +159,16 @@ async fn the_third_wave_should_wait_for_the_seconds_readiness() {
         test_crd("Stack", "stacks", json!({"seed": {"type": "string"}})),
     )
     .await;
-    let _host = world.host(&["order-waves"], &[]).await;
+    let host = world.host(&["order-waves"], &[]).await;
+    let converged = || async {
+        let metrics = host.metrics().await.expect("the host's metrics");
+        sample(
+            &metrics,
+            "reconhost_time_to_converge_seconds_count",
+            &[("plugin", "order-waves")],
+        )
+        .unwrap_or(0.0)
+    };
     let stacks = world.api("test.reconhost.dev", "v1", "Stack", "stacks");
     let maps = world.config_maps();
     let ns = world.namespace.clone();
@@ -183,6 +193,11 @@ async fn the_third_wave_should_wait_for_the_seconds_readiness() {
         get(&maps, "s-c").await.is_none(),
         "the third wave was made before the second was ready"
     );
+    assert_eq!(
+        converged().await,
+        0.0,
+        "a parent still in its waves has not converged"
+    );
 
     // Someone (a job, another controller) marks the second wave ready: the third follows.
     world
@@ -191,6 +206,18 @@ async fn the_third_wave_should_wait_for_the_seconds_readiness() {
     synced_at_generation(&stacks, "s", "Synced=True", |s, _, _| s == "True").await;
     let c = get(&maps, "s-c").await.expect("the third wave");
     assert_eq!(c["data"]["seed"], "s0");
+    // Counted just after the status is written: waited for, then exact.
+    let counted = |n: f64| {
+        let converged = &converged;
+        async move {
+            eventually(CONVERGE, &format!("{n} generations converged"), || async {
+                (converged().await >= n).then_some(())
+            })
+            .await;
+            assert_eq!(converged().await, n);
+        }
+    };
+    counted(1.0).await;
 
     // A new seed goes through the waves again and ends with all three changed; the second
     // wave's readiness, set by another writer, is kept.
@@ -206,6 +233,7 @@ async fn the_third_wave_should_wait_for_the_seconds_readiness() {
         get(&maps, "s-b").await.expect("s-b")["data"]["ready"],
         "yes"
     );
+    counted(2.0).await;
 
     stacks.delete("s", &DeleteParams::default()).await.ok();
     crds.delete("stacks.test.reconhost.dev", &DeleteParams::default())
