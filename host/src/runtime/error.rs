@@ -130,11 +130,20 @@ pub enum CallErrorKind {
         /// Which bound.
         what: String,
     },
-    /// The plugin trapped: a panic, a stack overflow, an unreachable instruction.
-    #[error("trapped: {message}")]
+    /// The plugin trapped: a panic, an uncaught exception, a stack overflow, an unreachable
+    /// instruction. The plugin's own words come first, because they name the bug in the
+    /// author's terms (`KeyError: 'missing'`); the wasm trap, which says only how the language
+    /// runtime gave up, follows in parentheses.
+    #[error("{}", trap_display(message, trap, context))]
     Trap {
-        /// The trap and the guest's last stderr output (a panic message).
+        /// What the plugin said as it failed: a panic's message, an exception's last line
+        /// (`KeyError: 'missing'`). Empty when it printed nothing (a stack overflow).
         message: String,
+        /// The trap, e.g. wasm `unreachable` instruction executed.
+        trap: String,
+        /// The rest of what the plugin printed on stderr last (a traceback's frames, the
+        /// panic's location), lines joined by ` | `; language runtimes' own notices left out.
+        context: String,
     },
     /// The response is larger than allowed.
     #[error("response of {bytes} bytes exceeds the limit of {limit} bytes")]
@@ -166,6 +175,24 @@ pub enum CallErrorKind {
     /// The host failed to set up the call (a bug or exhaustion of the instance pool).
     #[error("host error: {0}")]
     Host(String),
+}
+
+/// `KeyError: 'missing' (trapped: wasm `unreachable` instruction executed; plugin stderr: ...)`,
+/// or `trapped: ...` when the plugin said nothing.
+fn trap_display(message: &str, trap: &str, context: &str) -> String {
+    let mut out = if message.is_empty() {
+        format!("trapped: {trap}")
+    } else {
+        format!("{message} (trapped: {trap}")
+    };
+    if !context.is_empty() {
+        out.push_str("; plugin stderr: ");
+        out.push_str(context);
+    }
+    if !message.is_empty() {
+        out.push(')');
+    }
+    out
 }
 
 impl CallErrorKind {

@@ -474,20 +474,79 @@ fn classify(e: &wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallE
         None => chain.lines().next().unwrap_or("").to_owned(),
     };
     let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
-    // The last lines, not the last one: a language runtime prints its own trap notice after
-    // the plugin's message (componentize-js: the stack and "Redirecting call to abort()"; Rust:
-    // the panic location before the message and a backtrace hint after it).
-    let tail: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = printable(
-        &tail[tail.len().saturating_sub(STDERR_TAIL_LINES)..].join(" | "),
-        MAX_CONDITION_MESSAGE,
-    );
-    let message = if tail.is_empty() {
-        what
-    } else {
-        format!("{what}; plugin stderr: {tail}")
-    };
-    CallErrorKind::Trap { message }
+    let said = Said::parse(&stderr);
+    CallErrorKind::Trap {
+        message: printable(&said.message, MAX_CONDITION_MESSAGE),
+        trap: what.strip_prefix("wasm trap: ").unwrap_or(&what).to_owned(),
+        context: printable(&said.context, MAX_CONDITION_MESSAGE),
+    }
+}
+
+/// What a trapped plugin said on stderr, split into its own message and the rest.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Said {
+    /// The plugin's own words: the message of a Rust panic, the last line of a Python
+    /// traceback, the error of a JavaScript `Uncaught` line, else the last line printed.
+    message: String,
+    /// The last lines besides it (frames, the panic's location), joined by ` | `.
+    context: String,
+}
+
+impl Said {
+    /// Splits stderr. Language runtimes print their own notices around the plugin's message
+    /// (Rust: the panic location before it and a hint to set `RUST_BACKTRACE`, which means
+    /// nothing in the sandbox, after it; componentize-js: the stack, its failure to turn the
+    /// exception into a WIT error, and "Redirecting call to abort()"); the hints are dropped and
+    /// the message is picked out of the rest.
+    fn parse(stderr: &str) -> Self {
+        let lines: Vec<&str> = stderr
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.trim().is_empty() && !is_runtime_notice(l))
+            .collect();
+        let panic = lines.iter().position(|l| l.contains(" panicked at "));
+        let mut taken = Vec::new();
+        let message = if let Some(at) = panic {
+            // A Rust panic: its message is the lines after the location line.
+            taken.extend(at + 1..lines.len());
+            lines[at + 1..].join(" ")
+        } else if let Some(at) = lines.iter().rposition(|l| l.starts_with("Uncaught ")) {
+            taken.push(at);
+            lines[at].trim_start_matches("Uncaught ").to_owned()
+        } else if let Some(at) = lines
+            .iter()
+            .rposition(|l| !l.starts_with(char::is_whitespace))
+        {
+            // Python's traceback ends with the exception; other runtimes print their message
+            // last too.
+            taken.push(at);
+            lines[at].to_owned()
+        } else {
+            String::new()
+        };
+        let rest: Vec<&str> = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !taken.contains(i))
+            .map(|(_, l)| l.trim())
+            .collect();
+        let context = rest[rest.len().saturating_sub(STDERR_TAIL_LINES)..].join(" | ");
+        Self {
+            message: message.trim().to_owned(),
+            context,
+        }
+    }
+}
+
+/// Lines a language runtime adds that tell a plugin's operator nothing.
+fn is_runtime_notice(line: &str) -> bool {
+    let line = line.trim();
+    line.contains("RUST_BACKTRACE")
+        || line.starts_with("Redirecting call to abort()")
+        || line == "Stack:"
+        // componentize-js failing to read a thrown Error as the WIT `error` variant: the
+        // exception itself is on its `Uncaught` line.
+        || line.starts_with("invalid variant tag value")
 }
 
 /// How many of the last lines of a trapped plugin's stderr its error carries.
@@ -526,4 +585,64 @@ fn check_contract(
             supported: SUPPORTED_CONTRACTS,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn said_should_take_a_python_exception_from_its_traceback() {
+        let said = Said::parse(
+            "Traceback (most recent call last):\n  File \"/0/app.py\", line 37, in reconcile\n    x = spec[\"k\"]\nKeyError: 'missing'\n",
+        );
+        assert_eq!(said.message, "KeyError: 'missing'");
+        assert_eq!(
+            said.context,
+            "Traceback (most recent call last): | File \"/0/app.py\", line 37, in reconcile | x = spec[\"k\"]"
+        );
+    }
+
+    #[test]
+    fn said_should_take_a_rust_panic_message_and_drop_the_backtrace_hint() {
+        let said = Said::parse(
+            "thread '<unnamed>' (1) panicked at src/lib.rs:23:9:\ngave up on w\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
+        );
+        assert_eq!(said.message, "gave up on w");
+        assert_eq!(
+            said.context,
+            "thread '<unnamed>' (1) panicked at src/lib.rs:23:9:"
+        );
+    }
+
+    #[test]
+    fn said_should_take_a_javascript_uncaught_error_and_drop_the_runtime_notices() {
+        let said = Said::parse(
+            "reconcile@plugin.js:376:30\nUncaught Error: gave up on w\ninvalid variant tag value `undefined` (received `Error: gave up on w`) specified for `Error`\nStack:\n  export_reconcile@initializer.js:971:17\nRedirecting call to abort() to mozalloc_abort\n",
+        );
+        assert_eq!(said.message, "Error: gave up on w");
+        assert_eq!(
+            said.context,
+            "reconcile@plugin.js:376:30 | export_reconcile@initializer.js:971:17"
+        );
+    }
+
+    #[test]
+    fn trap_should_lead_with_the_plugins_message_and_keep_the_trap_after_it() {
+        let err = CallErrorKind::Trap {
+            message: "KeyError: 'missing'".into(),
+            trap: "wasm `unreachable` instruction executed".into(),
+            context: String::new(),
+        };
+        assert_eq!(
+            err.to_string(),
+            "KeyError: 'missing' (trapped: wasm `unreachable` instruction executed)"
+        );
+        let silent = CallErrorKind::Trap {
+            message: String::new(),
+            trap: "stack overflow".into(),
+            context: String::new(),
+        };
+        assert_eq!(silent.to_string(), "trapped: stack overflow");
+    }
 }

@@ -130,22 +130,32 @@ fn unbounded_allocation_should_hit_the_memory_limit() {
 #[test]
 fn panic_should_be_a_trap_with_the_guest_message() {
     let err = contained("runtime-panic", short());
-    let CallErrorKind::Trap { message } = &err else {
+    let CallErrorKind::Trap { message, trap, .. } = &err else {
         panic!("expected a trap, got {err}")
     };
+    assert_eq!(
+        message, "runtime-panic gave up on w",
+        "the panic message is the error's message"
+    );
+    let shown = err.to_string();
     assert!(
-        message.contains("runtime-panic gave up on w"),
-        "the panic message reaches the error: {message}"
+        shown.starts_with("runtime-panic gave up on w (trapped: wasm `unreachable`"),
+        "the plugin's words first, then the trap: {shown}"
+    );
+    assert!(trap.contains("unreachable"), "{trap}");
+    assert!(
+        !shown.contains("RUST_BACKTRACE"),
+        "a hint that means nothing in the sandbox: {shown}"
     );
 }
 
 #[test]
 fn stack_overflow_should_be_a_trap() {
     let err = contained("runtime-stack-overflow", short());
-    let CallErrorKind::Trap { message } = &err else {
+    let CallErrorKind::Trap { trap, .. } = &err else {
         panic!("expected a trap, got {err}")
     };
-    assert!(message.contains("stack overflow"), "{message}");
+    assert!(trap.contains("stack overflow"), "{trap}");
 }
 
 #[test]

@@ -95,12 +95,17 @@ fn an_exception_should_be_a_trap_carrying_its_message_in_every_language() {
     let reference = rust("runtime-panic");
     for name in MISBEHAVING {
         let err = fails(name, "raise");
-        let CallErrorKind::Trap { message } = &err else {
+        let CallErrorKind::Trap { message, .. } = &err else {
             panic!("{name}: expected a trap, got {err}")
         };
         assert!(
-            message.contains("misbehave gave up on w"),
-            "{name}: the exception's message reaches the error: {message}"
+            message.ends_with("misbehave gave up on w"),
+            "{name}: the exception's message is the error's: {message}"
+        );
+        let shown = err.to_string();
+        assert!(
+            shown.starts_with(message.as_str()) && shown.contains(" (trapped: wasm `unreachable`"),
+            "{name}: the plugin's words lead, the trap follows: {shown}"
         );
         assert_eq!(err.label(), reference.label(), "{name}");
     }
