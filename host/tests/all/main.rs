@@ -31,6 +31,7 @@ mod languages;
 mod leader;
 mod lifecycle;
 mod lifecycle_sources;
+mod monitoring;
 mod order;
 mod render;
 mod rollout;
