@@ -478,6 +478,115 @@ async fn helm_should_install_upgrade_and_uninstall_the_host() {
     delete_namespaces(&world, &[plugins_ns]).await;
 }
 
+#[tokio::test]
+async fn helm_should_install_where_the_plugin_namespace_and_the_policy_exist_already() {
+    let world = World::new("chart-over").await;
+    let _suite = exclusive(&world.client).await;
+    clear_policy(&world.client).await;
+    let suffix = world.namespace.rsplit('-').next().unwrap().to_owned();
+    let plugins_ns = format!("{}-plugins", world.namespace);
+    let chart = chart_dir().display().to_string();
+    let set_ns = format!("pluginNamespaces={{{plugins_ns}}}");
+    let install = |release: &str| {
+        helm(
+            &world,
+            &[
+                "install",
+                release,
+                &chart,
+                "--namespace",
+                &world.namespace,
+                "--set",
+                &set_ns,
+            ],
+        )
+    };
+    let uninstall = |release: &str| {
+        helm(
+            &world,
+            &["uninstall", release, "--namespace", &world.namespace],
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let policies = cluster_api(
+        &world.client,
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+    );
+    let namespaces = cluster_api(&world.client, "v1", "Namespace", "namespaces");
+
+    // As `make run` leaves the cluster: the plugin namespace and the policy, made by kubectl.
+    ensure_namespaces(&world, &[&plugins_ns]).await;
+    let policy_file = root()
+        .join("deploy/policies/reconcileplugin-serviceaccount.yaml")
+        .display()
+        .to_string();
+    kubectl(
+        &world,
+        &["apply", "--server-side", "-f", &policy_file],
+        None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let first = format!("rh-{suffix}");
+    let installed = install(&first).unwrap_or_else(|e| panic!("{e}"));
+    assert!(installed.contains("STATUS: deployed"), "{installed}");
+    assert!(
+        installed.contains("existed before this release and were kept")
+            && installed.contains(&format!("Namespace {plugins_ns}"))
+            && installed.contains(&format!("ValidatingAdmissionPolicy {POLICY}")),
+        "NOTES.txt says what it left alone: {installed}"
+    );
+    uninstall(&first);
+    assert!(
+        get(&policies, POLICY).await.is_some(),
+        "the policy the release did not make stays"
+    );
+
+    // After an earlier release: it kept the plugin namespace it made, which the next release,
+    // of another name, finds.
+    clear_policy(&world.client).await;
+    delete_namespaces(&world, std::slice::from_ref(&plugins_ns)).await;
+    eventually(CONVERGE, "the plugin namespace gone", || async {
+        get(&namespaces, &plugins_ns).await.is_none().then_some(())
+    })
+    .await;
+    let earlier = format!("rh-{suffix}-a");
+    install(&earlier).unwrap_or_else(|e| panic!("{e}"));
+    uninstall(&earlier);
+    let namespace = get(&namespaces, &plugins_ns)
+        .await
+        .expect("the plugin namespace is kept");
+    assert_eq!(
+        namespace["metadata"]["annotations"]["meta.helm.sh/release-name"],
+        earlier.as_str()
+    );
+    let next = format!("rh-{suffix}-b");
+    let installed = install(&next).unwrap_or_else(|e| panic!("{e}"));
+    assert!(installed.contains("STATUS: deployed"), "{installed}");
+    let upgraded = helm(
+        &world,
+        &[
+            "upgrade",
+            &next,
+            &chart,
+            "--namespace",
+            &world.namespace,
+            "--reuse-values",
+            "--set",
+            "replicaCount=1",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(upgraded.contains("REVISION: 2"), "{upgraded}");
+    uninstall(&next);
+    assert!(
+        get(&policies, POLICY).await.is_none(),
+        "the policy this release made goes with it"
+    );
+    delete_namespaces(&world, &[plugins_ns]).await;
+}
+
 /// Creates the namespaces that do not exist; returns those it created.
 async fn ensure_namespaces(world: &World, names: &[&str]) -> Vec<String> {
     let api = cluster_api(&world.client, "v1", "Namespace", "namespaces");

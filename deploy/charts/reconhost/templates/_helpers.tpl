@@ -35,3 +35,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "reconhost.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
+
+{{/* Whether the chart may render a cluster-wide object that may exist already: when it does not
+     exist (or `helm template`, which sees no cluster), or when this release owns it. Helm
+     refuses to adopt an object it did not create (`make run`, the plain manifests, or another
+     release made it), so such an object is left as it is rather than failing the install.
+     Call with (list $ (lookup ...)). */}}
+{{- define "reconhost.ours" -}}
+{{- $root := index . 0 }}
+{{- $found := index . 1 }}
+{{- if not $found }}true
+{{- else }}
+{{- $annotations := dig "metadata" "annotations" (dict) $found }}
+{{- if and (eq (get $annotations "meta.helm.sh/release-name") $root.Release.Name) (eq (get $annotations "meta.helm.sh/release-namespace") $root.Release.Namespace) }}true{{ end }}
+{{- end }}
+{{- end }}
