@@ -44,9 +44,21 @@ pub const HOST_FIELD_MANAGER: &str = "reconhost";
     status = "ReconcilePluginStatus",
     doc = "Installs a reconcile plugin for one parent kind",
     printcolumn(name = "Parent", type_ = "string", json_path = ".spec.parent.kind"),
-    printcolumn(name = "Digest", type_ = "string", json_path = ".status.activeDigest"),
+    // A digest (71 characters) and a rollout stage that is mostly empty would push `kubectl
+    // get rp` past a terminal's width: they show with `-o wide`.
+    printcolumn(
+        name = "Digest",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.activeDigest"
+    ),
     printcolumn(name = "Version", type_ = "string", json_path = ".status.plugin.version"),
-    printcolumn(name = "Rollout", type_ = "string", json_path = ".status.rollout.stage"),
+    printcolumn(
+        name = "Rollout",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.rollout.stage"
+    ),
     printcolumn(
         name = "Candidate",
         type_ = "string",
