@@ -77,6 +77,24 @@ pub enum SourceError {
         /// What went wrong.
         message: String,
     },
+    /// Pushing to a registry failed.
+    #[error("pushing {what}: {message}")]
+    PushFailed {
+        /// What was being pushed.
+        what: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The registry was asked over HTTPS and answered in plain HTTP.
+    #[error(
+        "registry {registry} speaks plain HTTP, not HTTPS ({what}): name it with --insecure-registry {registry} (the host: `reconhost run --insecure-registry {registry}`, or the chart's value insecureRegistries)"
+    )]
+    PlainHttp {
+        /// What was being fetched or pushed.
+        what: String,
+        /// The registry (`host:port`).
+        registry: String,
+    },
 }
 
 impl SourceError {
@@ -89,6 +107,9 @@ impl SourceError {
             Self::Invalid { .. } => "InvalidSource",
             Self::Unverified { .. } => "SignatureNotVerified",
             Self::Unavailable { .. } => "FetchFailed",
+            Self::PushFailed { .. } => "PushFailed",
+            // Still a fetch that failed, as conditions and alerts have known it.
+            Self::PlainHttp { .. } => "FetchFailed",
         }
     }
 }

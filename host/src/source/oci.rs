@@ -43,7 +43,7 @@ async fn signatures(
     );
     let manifest = match client.pull_image_manifest(&sig, auth).await {
         Ok((manifest, _)) => manifest,
-        Err(e) => match classify(what, e) {
+        Err(e) => match classify(what, image.registry(), e) {
             SourceError::NotFound { .. } => return Ok(Vec::new()),
             other => return Err(other),
         },
@@ -66,7 +66,7 @@ async fn signatures(
         client
             .pull_blob(&sig, layer, &mut payload)
             .await
-            .map_err(|e| classify(what, e))?;
+            .map_err(|e| classify(what, image.registry(), e))?;
         signed.push(Signed {
             payload: payload.bytes,
             signature: signature.clone(),
@@ -140,7 +140,7 @@ impl Registry {
         let (manifest, manifest_digest) = client
             .pull_image_manifest(&image, auth)
             .await
-            .map_err(|e| classify(&what, e))?;
+            .map_err(|e| classify(&what, image.registry(), e))?;
         let trust: Vec<&[PublicKey]> = trust.iter().copied().filter(|k| !k.is_empty()).collect();
         if !trust.is_empty() {
             let signed = signatures(&client, &image, &manifest_digest, auth, &what).await?;
@@ -218,7 +218,7 @@ impl Registry {
                         hint: "",
                     }
                 }
-                other => classify(&what, other),
+                other => classify(&what, image.registry(), other),
             })?;
         Ok(out.bytes)
     }
@@ -251,7 +251,12 @@ impl Registry {
         self.client()
             .push(&image, &[layer], config, auth, None)
             .await
-            .map_err(|e| classify(&what, e))?;
+            .map_err(|e| match classify(&what, image.registry(), e) {
+                SourceError::Unavailable { what, message } => {
+                    SourceError::PushFailed { what, message }
+                }
+                other => other,
+            })?;
         Ok(digest)
     }
 }
@@ -334,7 +339,7 @@ pub fn docker_auth(json: &[u8], registry: &str) -> Result<RegistryAuth, String> 
 }
 
 /// Sorts a registry error into what the condition should say.
-fn classify(what: &str, error: OciDistributionError) -> SourceError {
+fn classify(what: &str, registry: &str, error: OciDistributionError) -> SourceError {
     let not_found = match &error {
         OciDistributionError::ImageManifestNotFoundError(_) => true,
         OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
@@ -362,10 +367,30 @@ fn classify(what: &str, error: OciDistributionError) -> SourceError {
         message.push_str(&cause.to_string());
         source = cause.source();
     }
+    if speaks_plain_http(&message) {
+        return SourceError::PlainHttp {
+            what: what.to_owned(),
+            registry: registry.to_owned(),
+        };
+    }
     SourceError::Unavailable {
         what: what.to_owned(),
         message,
     }
+}
+
+/// Whether a failed HTTPS request met a server that answered in plain HTTP: TLS libraries then
+/// report a record they cannot parse (rustls: "received corrupt message of type
+/// InvalidContentType"; OpenSSL: "wrong version number"), which says nothing to someone who
+/// only forgot to name a local registry as plain HTTP.
+fn speaks_plain_http(message: &str) -> bool {
+    [
+        "InvalidContentType",
+        "wrong version number",
+        "HTTP response to HTTPS client",
+    ]
+    .iter()
+    .any(|sign| message.contains(sign))
 }
 
 /// An in-memory writer that refuses to grow past a limit.
@@ -427,5 +452,28 @@ mod tests {
             RegistryAuth::Anonymous
         ));
         assert!(docker_auth(b"{}", "x").unwrap_err().contains("no auths"));
+    }
+}
+
+#[cfg(test)]
+mod plain_http_tests {
+    use super::*;
+
+    #[test]
+    fn a_tls_record_error_should_say_the_registry_speaks_plain_http() {
+        let message = "error sending request: client error (Connect): received corrupt message of type InvalidContentType";
+        assert!(speaks_plain_http(message));
+        let error = SourceError::PlainHttp {
+            what: "OCI artifact 127.0.0.1:5000/p:1".into(),
+            registry: "127.0.0.1:5000".into(),
+        };
+        let shown = error.to_string();
+        assert!(
+            shown.starts_with("registry 127.0.0.1:5000 speaks plain HTTP")
+                && shown.contains("--insecure-registry 127.0.0.1:5000")
+                && shown.contains("insecureRegistries"),
+            "{shown}"
+        );
+        assert!(!speaks_plain_http("connection refused"));
     }
 }

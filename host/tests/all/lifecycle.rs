@@ -367,7 +367,7 @@ async fn failed_upgrades_should_leave_the_old_code_serving_and_say_why() {
             ),
             "Fetched",
             "FetchFailed",
-            "OCI artifact",
+            "speaks plain HTTP, not HTTPS",
         ),
         (
             "a component that is not a reconciler",
