@@ -91,6 +91,9 @@ pub enum PluginCommand {
     /// version, contract and kinds, the RBAC it needs with the dangerous grants named, its size,
     /// and what compiling it costs.
     Inspect(InspectArgs),
+    /// List the installed plugins: parent kind, version, readiness, source, ServiceAccount,
+    /// and the RBAC objects `install --rbac` made for each (what `uninstall` removes).
+    List(ListArgs),
     /// Delete a ReconcilePlugin, wait for the host to release it, then remove what `install`
     /// created for it: its RBAC, its ConfigMap source, its ServiceAccount.
     Uninstall(UninstallArgs),
@@ -183,6 +186,14 @@ pub enum InspectFormat {
     Text,
     /// JSON.
     Json,
+}
+
+/// Arguments of `reconhost plugin list`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ListArgs {
+    /// Path to a kubeconfig. Default: $KUBECONFIG, ~/.kube/config, in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Arguments of `reconhost plugin uninstall`.

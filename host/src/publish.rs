@@ -6,6 +6,7 @@
 
 mod grants;
 mod inspect;
+mod list;
 mod narrow;
 mod rollout;
 mod uninstall;
@@ -91,6 +92,7 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<String> {
             }
             Ok(out)
         }
+        PluginCommand::List(args) => list::run(&args).await,
         PluginCommand::Uninstall(args) => uninstall::run(&args).await,
         PluginCommand::Inspect(args) => inspect::run(&args).await,
         PluginCommand::Rollout(command) => rollout::run(command).await,
@@ -431,6 +433,7 @@ async fn load(path: &Path, bytes: Vec<u8>) -> anyhow::Result<Plugin> {
             compiler: crate::runtime::Compiler::this_binary()?,
             ..RuntimeConfig::default()
         })?;
+        crate::render::say_compiling(&runtime, &origin, &bytes);
         Ok(Plugin::load(&runtime, &origin, &bytes, Limits::default())?)
     })
     .await?

@@ -73,8 +73,24 @@ pub fn render_value(args: &RenderArgs) -> anyhow::Result<Rendered> {
         config,
     };
     let name = args.plugin.display().to_string();
+    say_compiling(&runtime, &name, &bytes);
     render_component(&runtime, &name, &bytes, &input, &crate::model::now())
         .with_context(|| format!("rendering {}", args.parent.display()))
+}
+
+/// Components from this size up take long enough to compile (seconds; a Python component of
+/// 18 MB, 15 s on a busy machine) that a command says what it is doing first.
+const SAY_COMPILING_FROM: usize = 2 << 20;
+
+/// Tells stderr that `bytes` is being compiled, when it is large and not in the compiled-code
+/// cache yet, so that a first `render` or `plugin install` is not mistaken for a hang.
+pub(crate) fn say_compiling(runtime: &Runtime, origin: &str, bytes: &[u8]) {
+    if bytes.len() >= SAY_COMPILING_FROM && runtime.needs_compile(bytes) {
+        let mb = bytes.len() as f64 / 1e6;
+        eprintln!(
+            "compiling {origin} ({mb:.1} MB) to native code; this takes a while once, later runs load it from the compiled-code cache"
+        );
+    }
 }
 
 /// What a plugin is rendered with.

@@ -114,6 +114,13 @@ pub struct Runtime {
 pub struct EngineError(String);
 
 impl Runtime {
+    /// Whether `bytes` would be compiled rather than loaded from the compiled-code cache. A
+    /// command-line tool says so before a large component (a Python one, ~18 MB) keeps it
+    /// silent for seconds.
+    pub fn needs_compile(&self, bytes: &[u8]) -> bool {
+        !self.cache.contains(&super::code_cache::sha256_hex(bytes))
+    }
+
     /// Builds the engine (pooling allocator, falling back to on-demand allocation where the
     /// address space cannot be reserved), starts the epoch ticker and links the host imports.
     pub fn new(config: RuntimeConfig) -> Result<Self, EngineError> {
