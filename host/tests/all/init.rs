@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common;
+use reconhost_tests::binaries::Binaries;
+
 fn reconhost() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_reconhost"))
 }
@@ -107,6 +110,7 @@ fn a_rust_project_should_build_and_pass_its_tests() {
         tested.contains("a_message_should_become_a_config_map ... ok"),
         "{tested}"
     );
+    install_as_the_readme_says(&dir);
 }
 
 #[test]
@@ -119,6 +123,30 @@ fn a_python_project_should_build_and_pass_its_tests() {
         dir.join("build/widget.wasm").is_file(),
         "the component is built"
     );
+    // The README's render, first with nothing compiled: it says it is compiling rather than
+    // sitting silent; the second run loads the compiled code and says nothing of the kind.
+    let cache = root.path().join("compiled");
+    let render: Vec<&str> = next[2].split_whitespace().collect();
+    assert_eq!(render[..2], ["reconhost", "render"], "{next:?}");
+    let reconhost = reconhost();
+    let reconhost = reconhost.to_str().expect("a UTF-8 path");
+    let first = run(
+        &dir,
+        reconhost,
+        &render[1..],
+        &[("RECONHOST_CACHE", &cache)],
+    );
+    assert!(
+        first.contains("compiling build/widget.wasm (") && first.contains("compiled-code cache"),
+        "{first}"
+    );
+    let again = run(
+        &dir,
+        reconhost,
+        &render[1..],
+        &[("RECONHOST_CACHE", &cache)],
+    );
+    assert!(!again.contains("compiling"), "{again}");
     let tested = run(
         &dir,
         "python3",
@@ -133,6 +161,7 @@ fn a_python_project_should_build_and_pass_its_tests() {
         tested.contains("test_a_message_should_become_a_config_map PASSED"),
         "{tested}"
     );
+    install_as_the_readme_says(&dir);
 }
 
 #[test]
@@ -164,4 +193,134 @@ fn a_typescript_project_should_build_and_pass_its_tests() {
     assert!(passed("a message becomes a ConfigMap"), "{tested}");
     assert!(tested.contains("# fail 0"), "{tested}");
     assert!(tested.contains("# pass 4"), "{tested}");
+    install_as_the_readme_says(&dir);
+}
+
+/// Runs the generated README's install commands as printed, against the test control plane
+/// (and its plain-HTTP registry as `$REGISTRY`), then the uninstall command it names, and
+/// checks that what `--rbac` made is gone again.
+fn install_as_the_readme_says(dir: &Path) {
+    let readme = std::fs::read_to_string(dir.join("README.md")).expect("README");
+    let section = readme
+        .split_once("## Install in a cluster")
+        .expect("an install section")
+        .1;
+    let block = section
+        .split_once("```sh\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("the install commands")
+        .0;
+    let uninstall = section
+        .split('`')
+        .find(|s| s.starts_with("reconhost plugin uninstall "))
+        .expect("the uninstall command");
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let world = runtime.block_on(common::World::new("init-install"));
+    // The ReconcilePlugin, its ClusterRoles and the plugin namespace are cluster-wide.
+    let _suite = runtime.block_on(common::plugins::exclusive(&world.client));
+    let kubeconfig = world.cluster.kubeconfig().to_owned();
+    let registry = world
+        .cluster
+        .registry()
+        .expect("the test registry")
+        .trim()
+        .to_owned();
+    let kubectl = Binaries::locate().unwrap_or_else(|e| panic!("{e}")).kubectl;
+    let path = std::env::join_paths(
+        [reconhost(), kubectl.clone()]
+            .iter()
+            .filter_map(|p| p.parent().map(Path::to_path_buf))
+            .chain(std::env::split_paths(
+                &std::env::var_os("PATH").unwrap_or_default(),
+            )),
+    )
+    .expect("a PATH");
+    // What the chart makes before anyone installs a plugin.
+    let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: reconhost-plugins\n";
+    let applied = Command::new(&kubectl)
+        .args([
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "apply",
+            "-f",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(namespace.as_bytes())?;
+            c.wait()
+        })
+        .expect("kubectl apply");
+    assert!(applied.success(), "creating namespace reconhost-plugins");
+
+    let shell = |script: &str| {
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", script])
+            .current_dir(dir)
+            .env_remove("RUSTFLAGS")
+            .env("PATH", &path)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("REGISTRY", &registry)
+            .output()
+            .expect("running bash");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "as printed in the README:\n{script}\nfailed:\n{text}"
+        );
+        text
+    };
+    if block.contains(" --insecure-registry $REGISTRY") {
+        // As someone who forgot the flag the README names runs it: the test registry speaks
+        // plain HTTP, and the error says so, and what to pass.
+        let forgot = block.replace(" --insecure-registry $REGISTRY", "");
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &forgot])
+            .current_dir(dir)
+            .env("PATH", &path)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("REGISTRY", &registry)
+            .output()
+            .expect("running bash");
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && text.contains(&format!("registry {registry} speaks plain HTTP"))
+                && text.contains(&format!("--insecure-registry {registry}"))
+                && !text.contains("InvalidContentType"),
+            "{text}"
+        );
+    }
+    let installed = shell(block);
+    let listed = installed
+        .lines()
+        .find(|l| l.starts_with("widget.example.com "))
+        .unwrap_or_else(|| panic!("plugin list shows the plugin: {installed}"));
+    assert!(
+        listed.contains("example.com/v1alpha1/Widget")
+            && listed.contains("reconhost-plugins/widget")
+            && listed.contains("object(s) made by install"),
+        "{listed}"
+    );
+    let removed = shell(uninstall);
+    assert!(
+        removed.contains("ReconcilePlugin widget.example.com deleted"),
+        "{removed}"
+    );
+    let account = Command::new(&kubectl)
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
+        .args(["get", "serviceaccount", "-n", "reconhost-plugins", "widget"])
+        .output()
+        .expect("kubectl get");
+    assert!(
+        !account.status.success(),
+        "the ServiceAccount --rbac made is gone: {removed}"
+    );
 }
