@@ -132,7 +132,7 @@ mod tests {
         ];
         let shown = table(&rows);
         let lines: Vec<&str> = shown.lines().collect();
-        assert_eq!(lines[0].find('B'), lines[1].find('b'), "{shown}");
+        assert_eq!(lines[0].find(" B "), lines[1].find(" b "), "{shown}");
         assert!(lines[1].ends_with("   g"), "{shown}");
     }
 }
