@@ -25,7 +25,7 @@ STATIC := $(STATIC_DIR)/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
-.PHONY: run test test-faults build test-build plugins bench bench-converge bench-fleet bench-scale bench-install bench-rollout bench-languages image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test test-faults build kubectl-plugin test-build plugins bench bench-converge bench-fleet bench-scale bench-install bench-rollout bench-languages image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -42,6 +42,13 @@ test: tools test-build image
 ## build: the plugins, the host, the harness and the test binaries (debug, for `make run` and people)
 build: plugins
 	$(CARGO) build --workspace --bins --tests
+	ln -sf reconhost $(TARGET_DIR)/debug/kubectl-reconhost
+
+## kubectl-plugin: kubectl-reconhost beside the host binary: with that directory on PATH, `kubectl reconhost trace ...`
+kubectl-plugin:
+	$(CARGO) build -p reconhost --bin reconhost
+	ln -sf reconhost $(TARGET_DIR)/debug/kubectl-reconhost
+	@echo "export PATH=$(TARGET_DIR)/debug:\$$PATH   # then: kubectl reconhost status"
 
 ## test-build: the plugins and, in the image's static release build, the host, the harness and the test binaries
 test-build: plugins

@@ -381,9 +381,13 @@ pub struct ReconcilePluginStatus {
     /// What the plugin's ServiceAccount may not do of what the plugin needs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authorization: Option<Authorization>,
-    /// `Fetched`, `Compiled`, `Authorized` and `Ready`.
+    /// `Fetched`, `Compiled`, `Authorized`, `Ready` and `Degraded`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// How the plugin's parents stand, as their `Synced` conditions say: the health of the
+    /// plugin as its parents see it. Absent for a decorator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parents: Option<ParentCounts>,
     /// Where a progressive rollout stands (the last one, once it ended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
@@ -394,6 +398,19 @@ pub struct ReconcilePluginStatus {
     /// `spec.rollout.revisionHistoryLimit`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
+}
+
+/// A plugin's parents, counted.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct ParentCounts {
+    /// Parents its selection admits (`spec.parentSelector`, its namespaces).
+    pub served: u32,
+    /// Of those, `Synced=True` at their current generation.
+    pub synced: u32,
+    /// Of those, `Synced=False` for a failure (not waiting on a wave, not paused).
+    pub failing: u32,
+    /// Of those, shown as paused while the plugin is suspended.
+    pub paused: u32,
 }
 
 /// The permissions a plugin needs and its ServiceAccount lacks.

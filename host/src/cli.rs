@@ -33,6 +33,11 @@ pub enum Command {
     Plugin(PluginCommand),
     /// Print the CustomResourceDefinitions the host needs (YAML).
     Crds,
+    /// Show a parent as the host sees it: the plugin and digest that last reconciled it, when
+    /// and with what outcome, its children and their conditions (messages whole), its events.
+    Trace(crate::inspect::TraceCommand),
+    /// Show every installed plugin at a glance: state, revisions, how its parents stand.
+    Status(crate::inspect::StatusCommand),
     /// Write a new plugin project (Rust, Python or TypeScript) that builds, has a CRD,
     /// fixtures, a unit test and a render test.
     Init(InitArgs),

@@ -43,6 +43,7 @@ pub mod route;
 mod routing;
 pub mod schema;
 pub mod shadow;
+pub mod standing;
 pub mod wiring;
 pub mod workers;
 

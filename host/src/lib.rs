@@ -33,6 +33,8 @@
 //! - [`model`]: the host's types for what crosses the plugin boundary.
 //! - [`metrics`]: Prometheus metrics under controller-runtime's names plus `reconhost_*`.
 //! - [`render`]: `reconhost render`, a plugin run offline on files.
+//! - [`inspect`]: `reconhost trace` and `reconhost status` (also `kubectl reconhost`), read
+//!   back from the cluster.
 //! - [`publish`]: `reconhost plugin install | manifest | push`.
 //! - [`watch`]: `reconhost run --watch`, reloading a plugin file when it changes.
 //! - [`selector`]: Kubernetes label selectors.
@@ -51,6 +53,7 @@ pub(crate) mod client;
 pub(crate) mod controller;
 pub(crate) mod identity;
 pub mod init;
+pub mod inspect;
 pub(crate) mod keys;
 pub(crate) mod leader;
 pub(crate) mod lifecycle;

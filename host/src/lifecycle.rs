@@ -22,6 +22,7 @@
 pub mod events;
 pub mod failure;
 pub mod load;
+pub mod parents;
 mod progress;
 pub mod rollout;
 mod rollout_status;
@@ -362,8 +363,13 @@ impl Lifecycle {
             // Without its ServiceAccount a plugin does not act, not even with old code.
             if rp.spec.suspend || !account_exists {
                 controller.suspend().await;
+                // Its parents say so, rather than Synced=True beside a spec being ignored.
+                if rp.spec.suspend && leading {
+                    controller.show_paused(name).await;
+                }
             } else {
                 controller.resume().await;
+                controller.wake_paused();
             }
         }
         let serving = self
@@ -400,6 +406,8 @@ impl Lifecycle {
             &authorized,
         );
         let wanted = self.with_rollout(name, &rp, wanted);
+        let standing = self.supervisor.controller(name).and_then(|c| c.standing());
+        let wanted = parents::with_parents(wanted, standing, &object);
         if leading && let Err(error) = self.writer.status(&object, &wanted).await {
             warn!(plugin = name, %error, "writing the ReconcilePlugin status failed; retrying");
             return Next::Retry;
@@ -415,7 +423,8 @@ impl Lifecycle {
                 status::Authorized::Denied(denied) if !denied.is_empty() => {
                     Next::RequeueAfter(DENIED_TTL + Duration::from_secs(1))
                 }
-                _ => Next::RequeueAfter(AUTHORIZATION_REFRESH),
+                // And so that the parents' standing follows them.
+                _ => Next::RequeueAfter(AUTHORIZATION_REFRESH.min(parents::REFRESH)),
             },
             Some(f) => {
                 if f.reason == "Conflict" {

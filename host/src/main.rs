@@ -1,11 +1,10 @@
 //! The `reconhost` binary: parse flags, set up logging, hand over to the library.
 
-use clap::Parser;
-use reconhost::cli::{Cli, Command};
+use reconhost::cli::Command;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = reconhost::inspect::parse_cli();
     reconhost::telemetry::init(cli.log_format);
     reconhost::install_crypto_provider();
     match cli.command {
@@ -19,6 +18,14 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Plugin(command) => {
             print!("{}", reconhost::publish::run(command).await?);
+            Ok(())
+        }
+        Command::Trace(args) => {
+            print!("{}", reconhost::inspect::trace(&args).await?);
+            Ok(())
+        }
+        Command::Status(args) => {
+            print!("{}", reconhost::inspect::status(&args).await?);
             Ok(())
         }
         Command::Init(args) => {

@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 mod ordering;
+pub mod record;
 
 pub use self::ordering::{
     Comparison, Operand, ParentMetadata, ReadyCheck, Strategies, UpdateMethod, UpdateStrategy,

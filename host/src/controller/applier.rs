@@ -31,6 +31,10 @@ use crate::planner::{Action, ChildPlan, FinalizerAction, Plan};
 /// What the API server says of an applied field its schema does not declare.
 const UNDECLARED_FIELD: &str = "field not declared in schema";
 
+/// The field manager of the host's record on a parent ([`crate::model::record`]): not
+/// `reconhost/<plugin>`, whose applies to the parent's metadata would otherwise remove it.
+pub const RECORD_MANAGER: &str = "reconhost-record";
+
 /// An API call the applier made failed.
 #[derive(Debug, thiserror::Error)]
 #[error("{verb} {target}: {}", said(.source))]
@@ -320,6 +324,33 @@ impl Applier {
             .patch(name, &params, &Patch::Apply(&body))
             .await
             .map_err(|source| self.failed("metadata", target, source))
+    }
+
+    /// Sets one annotation of the host's own on the parent (a merge patch of that key alone,
+    /// under the field manager [`RECORD_MANAGER`], apart from what the plugin applies); returns
+    /// the parent as the API server now has it.
+    pub async fn annotate(
+        &self,
+        parent: &Value,
+        key: &str,
+        value: &str,
+    ) -> Result<DynamicObject, ApplyError> {
+        let name = parent["metadata"]["name"].as_str().unwrap_or("");
+        let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        let params = PatchParams {
+            field_manager: Some(RECORD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        let target = format!(
+            "{} {}",
+            self.parent.resource.kind,
+            crate::model::object_ref(parent)
+        );
+        self.api(&self.parent, namespace)
+            .patch(name, &params, &Patch::Merge(&patch))
+            .await
+            .map_err(|source| self.failed("annotate", target, source))
     }
 
     /// Writes the parent's status; returns the parent as the API server now has it.

@@ -52,7 +52,12 @@ fn inputs(parent: &Value) -> Inputs {
     let meta = &parent["metadata"];
     let mut hasher = DefaultHasher::new();
     meta["labels"].to_string().hash(&mut hasher);
-    meta["annotations"].to_string().hash(&mut hasher);
+    // The host's own record of the failure is not an input.
+    let mut annotations = meta["annotations"].clone();
+    if let Some(annotations) = annotations.as_object_mut() {
+        annotations.remove(crate::model::record::LAST_RECONCILE);
+    }
+    annotations.to_string().hash(&mut hasher);
     Inputs {
         uid: meta["uid"].as_str().unwrap_or("").to_owned(),
         generation: meta["generation"].as_i64().unwrap_or(0),

@@ -30,6 +30,7 @@ mod decorate;
 mod failures;
 mod gates;
 pub mod places;
+mod record;
 
 use self::failures::failures_message;
 use super::applier::{Applier, ApplyError, Written};
@@ -380,6 +381,8 @@ impl Reconciler {
                 reason: "ChildFailed".into(),
                 message,
             };
+            self.record_failure(&request.parent, "ChildFailed", "", &event.message, None)
+                .await;
             self.applier.events(&request.parent, &[event]).await;
             return Next::Retry;
         }
@@ -387,6 +390,7 @@ impl Reconciler {
             p.permanent.forget();
             p.conflicts = 0;
         });
+        self.record_plan(&request.parent, &plan, None).await;
         let waiting = plan
             .children
             .iter()

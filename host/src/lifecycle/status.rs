@@ -241,6 +241,8 @@ pub fn compose(
             finalizer: p.info().finalizer,
         }),
         conditions,
+        // The lifecycle adds the parents' standing (`parents::with_parents`).
+        parents: None,
         // The lifecycle adds the rollout's part (`Lifecycle::with_rollout`).
         rollout: None,
         revisions: Vec::new(),

@@ -26,6 +26,7 @@ mod hostile;
 mod identity;
 mod image;
 mod init;
+mod inspect;
 mod install;
 mod languages;
 mod leader;

@@ -37,7 +37,8 @@ impl Reconciler {
         }
         let message = error.kind.to_string();
         warn!(plugin = %error.plugin, parent = %key, kind = label, error = %message, "reconcile failed");
-        self.report(parent, "ReconcileError", &message).await;
+        self.report_because(parent, "ReconcileError", label, &message)
+            .await;
         if error.kind.is_permanent() {
             self.book.write(key, |p| p.permanent.remember(parent));
             Next::Terminal
@@ -65,14 +66,16 @@ impl Reconciler {
             debug!(plugin = %name, parent = %key, %error, in_a_row, "conflict; retrying");
             if in_a_row >= CONFLICTS_SHOWN_AFTER {
                 let message = format!("{in_a_row} conflicts in a row: {error}");
-                self.report(parent, "ApplyConflict", &message).await;
+                self.report_because(parent, "ApplyConflict", &error.code(), &message)
+                    .await;
             }
             return Next::Retry;
         }
         let message = error.to_string();
         warn!(plugin = %name, parent = %key, error = %message, retrying = error.is_retryable(),
               "applying the desired state failed");
-        self.report(parent, "ApplyError", &message).await;
+        self.report_because(parent, "ApplyError", &error.code(), &message)
+            .await;
         if error.is_retryable() {
             Next::Retry
         } else {
@@ -140,6 +143,21 @@ impl Reconciler {
     /// Shows a failure on the parent: `Synced=False` with the message (where the kind has
     /// conditions), and a Warning event.
     pub(super) async fn report(&self, parent: &Value, reason: &str, message: &str) {
+        self.report_because(parent, reason, "", message).await;
+    }
+
+    /// [`Self::report`], with the failure's typed `cause` (a call's failure kind, an API
+    /// status code) for the record on the parent, which is written first: the event, last,
+    /// is what says the failure has been shown.
+    pub(super) async fn report_because(
+        &self,
+        parent: &Value,
+        reason: &str,
+        cause: &str,
+        message: &str,
+    ) {
+        self.record_failure(parent, reason, cause, message, None)
+            .await;
         self.health.synced_false();
         let fields = self.status_fields();
         if let Some(status) =

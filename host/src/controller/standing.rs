@@ -1,0 +1,207 @@
+//! How a plugin's parents stand, as their own conditions say, for the ReconcilePlugin's status:
+//! how many it serves, how many are synced at their generation, failing or paused; and, while
+//! the plugin is suspended, showing so on each parent ([`Controller::show_paused`]).
+//!
+//! Counted from the parent cache, not from the reconciles this replica made: what a user sees
+//! with `kubectl get` is what is counted, on every replica, and across restarts.
+
+use serde_json::Value;
+
+use super::Controller;
+use super::queue::Priority;
+use crate::model::SYNCED;
+use crate::model::record::{LastReconcile, Outcome, PAUSED_REASON};
+
+/// How one parent stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// `Synced=True` at its current generation.
+    Synced,
+    /// The last reconcile failed (`Synced=False` for any reason but waiting or pause).
+    Failing,
+    /// `Synced=False` because the plugin is suspended.
+    Paused,
+    /// Not reconciled at its generation yet, or waiting on a wave of children.
+    Pending,
+}
+
+/// The parents of a plugin, counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// Parents the plugin's selection admits.
+    pub served: u32,
+    /// Of those, synced at their generation.
+    pub synced: u32,
+    /// Failing.
+    pub failing: u32,
+    /// Shown as paused.
+    pub paused: u32,
+}
+
+impl Controller {
+    /// How the parents the plugin selects stand now; `None` before a revision serves, and for
+    /// a decorator, whose objects carry nothing of the host's to count by.
+    pub fn standing(&self) -> Option<Standing> {
+        if self.decorator {
+            return None;
+        }
+        let route = self.route.read().expect("route lock poisoned").clone()?;
+        let mut standing = Standing::default();
+        for cached in route
+            .stable
+            .wiring()
+            .parents()
+            .store()
+            .list("", &Default::default())
+        {
+            let parent = cached.value();
+            if !route.selection.selects(&cached.meta.key, &parent) {
+                continue;
+            }
+            standing.served += 1;
+            match state_of(&parent) {
+                State::Synced => standing.synced += 1,
+                State::Failing => standing.failing += 1,
+                State::Paused => standing.paused += 1,
+                State::Pending => {}
+            }
+        }
+        Some(standing)
+    }
+
+    /// Shows the suspension on every selected parent that does not show it yet, as the
+    /// stable revision (its identity, its view of the kind's status schema); `owner` names the
+    /// ReconcilePlugin. Called by the leader once the controller is suspended, so no
+    /// reconcile in flight can write over it. Returns how many parents it wrote.
+    pub async fn show_paused(&self, owner: &str) -> usize {
+        let Some(route) = self.route.read().expect("route lock poisoned").clone() else {
+            return 0;
+        };
+        let mut written = 0;
+        for cached in route
+            .stable
+            .wiring()
+            .parents()
+            .store()
+            .list("", &Default::default())
+        {
+            let parent = cached.value();
+            if route.selection.selects(&cached.meta.key, &parent)
+                && route.stable.reconciler().show_paused(&parent, owner).await
+            {
+                written += 1;
+            }
+        }
+        written
+    }
+
+    /// Queues the parents that still show a suspension, once the plugin has resumed: their
+    /// next reconcile puts `Synced` back (a plugin that ignores its parents' status changes
+    /// would not be woken by the write that showed it).
+    pub fn wake_paused(&self) {
+        let Some(route) = self.route.read().expect("route lock poisoned").clone() else {
+            return;
+        };
+        for cached in route
+            .stable
+            .wiring()
+            .parents()
+            .store()
+            .list("", &Default::default())
+        {
+            if state_of(&cached.value()) == State::Paused {
+                self.queue.add(cached.meta.key.clone(), Priority::Low);
+            }
+        }
+    }
+}
+
+/// How `parent` stands: by the host's `Synced` condition where the kind has conditions, else
+/// by the host's record of its last reconcile.
+pub fn state_of(parent: &Value) -> State {
+    let generation = parent["metadata"]["generation"].as_i64();
+    let synced = parent["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == SYNCED));
+    if let Some(synced) = synced {
+        let observed = synced["observedGeneration"]
+            .as_i64()
+            .or_else(|| parent["status"]["observedGeneration"].as_i64());
+        let current = observed.is_none() || observed == generation;
+        return match (synced["status"].as_str(), synced["reason"].as_str()) {
+            (Some("True"), _) if current => State::Synced,
+            (Some("False"), Some(PAUSED_REASON)) => State::Paused,
+            (Some("False"), Some("Progressing")) => State::Pending,
+            (Some("False"), _) => State::Failing,
+            _ => State::Pending,
+        };
+    }
+    match LastReconcile::of(parent) {
+        Some(record) if matches!(record.outcome, Outcome::Failed(_)) => State::Failing,
+        Some(record) if Some(record.generation) == generation => State::Synced,
+        _ => State::Pending,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::record::LAST_RECONCILE;
+    use serde_json::json;
+
+    fn with_synced(status: &str, reason: &str, observed: i64) -> Value {
+        json!({"metadata": {"generation": 2}, "status": {"conditions": [
+            {"type": "Ready", "status": "False"},
+            {"type": "Synced", "status": status, "reason": reason, "observedGeneration": observed},
+        ]}})
+    }
+
+    #[test]
+    fn the_synced_condition_should_say_how_a_parent_stands() {
+        assert_eq!(
+            state_of(&with_synced("True", "ReconcileSuccess", 2)),
+            State::Synced
+        );
+        assert_eq!(
+            state_of(&with_synced("True", "ReconcileSuccess", 1)),
+            State::Pending
+        );
+        assert_eq!(
+            state_of(&with_synced("False", "ReconcileError", 2)),
+            State::Failing
+        );
+        // A failure shown at an older generation is still the last word.
+        assert_eq!(
+            state_of(&with_synced("False", "ApplyError", 1)),
+            State::Failing
+        );
+        assert_eq!(
+            state_of(&with_synced("False", PAUSED_REASON, 2)),
+            State::Paused
+        );
+        assert_eq!(
+            state_of(&with_synced("False", "Progressing", 2)),
+            State::Pending
+        );
+        assert_eq!(
+            state_of(&json!({"metadata": {"generation": 1}})),
+            State::Pending
+        );
+    }
+
+    #[test]
+    fn without_conditions_the_record_should_say_it() {
+        let record = |outcome: &str| {
+            json!({"metadata": {"generation": 3, "annotations": {LAST_RECONCILE: format!(
+                r#"{{"plugin":"p","version":"1","digest":"sha256:a","generation":3,"time":"t","outcome":{outcome}}}"#
+            )}}})
+        };
+        assert_eq!(state_of(&record(r#"{"result":"upToDate"}"#)), State::Synced);
+        assert_eq!(
+            state_of(&record(
+                r#"{"result":"failed","reason":"ReconcileError","cause":"trap","message":"m"}"#
+            )),
+            State::Failing
+        );
+    }
+}
