@@ -1,6 +1,7 @@
 //! Events on ReconcilePlugins, what `kubectl describe rp` lists under the conditions: one for
-//! each change of what serves and of the `Ready` and `Authorized` conditions, so a team sees
-//! when its plugin started serving, was upgraded, failed, or lost a permission.
+//! each change of what serves and of the `Ready`, `Authorized` and `Degraded` conditions, so a
+//! team sees when its plugin started serving, was upgraded, failed, lost a permission, or
+//! began failing its parents.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::events::{Event, EventType};
@@ -52,6 +53,19 @@ pub fn transitions(old: Option<&ReconcilePluginStatus>, new: &ReconcilePluginSta
         let kind = match (after.status.as_str(), after.reason.as_str()) {
             ("True", _) | (_, "Suspended" | "Loading") => EventType::Normal,
             _ => EventType::Warning,
+        };
+        events.push(event(kind, &after.reason, after.message.clone()));
+    }
+    // Too many parents failing, and the end of it; a first look that finds them healthy is no
+    // news, and neither is a change of counts that keeps the status.
+    let before = old.and_then(|s| condition(s, super::parents::DEGRADED));
+    if let Some(after) = condition(new, super::parents::DEGRADED)
+        && before.map_or(after.status == "True", |b| b.status != after.status)
+    {
+        let kind = if after.status == "True" {
+            EventType::Warning
+        } else {
+            EventType::Normal
         };
         events.push(event(kind, &after.reason, after.message.clone()));
     }
@@ -178,6 +192,29 @@ mod tests {
         assert_eq!(
             reasons(&transitions(Some(&failed), &healed)),
             [("Running", false), ("Authorized", false)]
+        );
+    }
+
+    #[test]
+    fn degraded_should_be_said_when_it_starts_and_ends() {
+        let healthy = status(None, &[("Degraded", "False", "ParentsHealthy")]);
+        let failing = status(None, &[("Degraded", "True", "ParentsFailing")]);
+        let said = |old: Option<&ReconcilePluginStatus>, new| {
+            transitions(old, new)
+                .into_iter()
+                .map(|e| (e.type_, e.reason))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(said(None, &healthy), []);
+        assert_eq!(said(Some(&healthy), &healthy), []);
+        assert_eq!(
+            said(Some(&healthy), &failing),
+            [(EventType::Warning, "ParentsFailing".to_owned())]
+        );
+        assert_eq!(said(Some(&failing), &failing), []);
+        assert_eq!(
+            said(Some(&failing), &healthy),
+            [(EventType::Normal, "ParentsHealthy".to_owned())]
         );
     }
 
