@@ -390,7 +390,8 @@ impl Reconciler {
             p.permanent.forget();
             p.conflicts = 0;
         });
-        self.record_plan(&request.parent, &plan, None).await;
+        self.record_plan(&request.parent, &plan, &outcome.reads, None)
+            .await;
         let waiting = plan
             .children
             .iter()

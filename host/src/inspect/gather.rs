@@ -25,7 +25,8 @@ pub struct Traced {
     pub last_reconcile: Option<LastReconcile>,
     /// Its children, by kind, namespace and name.
     pub children: Vec<Node>,
-    /// The kinds the plugin declared it reads (`apiVersion/kind`).
+    /// The kinds the plugin declared it reads (`apiVersion/kind`); what it read in the last
+    /// reconcile recorded is in `lastReconcile.reads`.
     pub reads: Vec<String>,
     /// Its most recent events (events.k8s.io), oldest first.
     pub events: Vec<EventLine>,

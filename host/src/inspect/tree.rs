@@ -62,8 +62,15 @@ pub fn render(traced: &Traced) -> String {
             format!("{generation}, status observed {observed}"),
         ));
     }
-    if !traced.reads.is_empty() {
-        lines.push(("reads".into(), traced.reads.join(", ")));
+    // What it read in the reconcile recorded; else the kinds the plugin may read.
+    match traced.last_reconcile.as_ref().map(|l| &l.reads) {
+        Some(reads) if !reads.is_empty() => {
+            lines.extend(reads.iter().map(|r| ("reads".into(), r.clone())));
+        }
+        _ if !traced.reads.is_empty() => {
+            lines.push(("may read".into(), traced.reads.join(", ")));
+        }
+        _ => {}
     }
     let last_child = traced.children.len();
     let rail = if last_child > 0 { "│ " } else { "  " };
@@ -199,6 +206,7 @@ mod tests {
                     cause: "permanent".into(),
                     message: long.clone(),
                 }),
+                reads: vec!["get v1/ConfigMap default/overrides".into()],
                 trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
             }),
             children: vec![node("Deployment", "shop", Vec::new())],
@@ -223,5 +231,9 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("└─ Deployment default/shop\n"), "{text}");
+        assert!(
+            text.contains("reads      get v1/ConfigMap default/overrides\n"),
+            "{text}"
+        );
     }
 }

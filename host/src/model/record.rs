@@ -36,6 +36,11 @@ pub struct LastReconcile {
     pub time: String,
     /// What it came to.
     pub outcome: Outcome,
+    /// What the plugin read through `get` and `list` in that reconcile, as
+    /// `get <apiVersion/kind> <namespace/name>` and `list <apiVersion/kind> <namespace>
+    /// [selector]`: the objects that wake the parent when they change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads: Vec<String>,
     /// The OpenTelemetry trace id of that reconcile, when tracing is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
@@ -129,7 +134,8 @@ impl LastReconcile {
     }
 
     /// Whether `self`, a new reconcile's record, says something `previous` (the one on the
-    /// parent) does not, so that it is worth a write. The time and the trace id do not count
+    /// parent) does not, so that it is worth a write: other code, other reads, another outcome
+    /// or generation. The time and the trace id do not count
     /// (they change on every reconcile); nor does the no-op that follows a write at the same
     /// generation, on the same code: it is the echo of that write, and the parent's `Synced`
     /// condition already says it is in sync.
@@ -140,7 +146,7 @@ impl LastReconcile {
         let same_code = self.plugin == previous.plugin
             && self.version == previous.version
             && self.digest == previous.digest;
-        if !same_code {
+        if !same_code || self.reads != previous.reads {
             return true;
         }
         match (&self.outcome, &previous.outcome) {
@@ -170,6 +176,7 @@ mod tests {
             generation,
             time: "2026-01-01T00:00:00Z".into(),
             outcome,
+            reads: Vec::new(),
             trace_id: None,
         }
     }

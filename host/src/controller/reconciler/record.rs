@@ -12,15 +12,23 @@ use super::Reconciler;
 use crate::model::record::{Failure, LAST_RECONCILE, LastReconcile, Outcome, PAUSED_REASON};
 use crate::model::{self, SYNCED};
 use crate::planner::{self, Action, FinalizerAction, Plan};
+use crate::runtime::Read;
 
 impl Reconciler {
     /// Records a plan that went through on `parent` (as the reconcile saw it). Nothing is
     /// recorded for a parent the plan releases: it is going.
-    pub(super) async fn record_plan(&self, parent: &Value, plan: &Plan, trace_id: Option<String>) {
+    pub(super) async fn record_plan(
+        &self,
+        parent: &Value,
+        plan: &Plan,
+        reads: &[Read],
+        trace_id: Option<String>,
+    ) {
         if plan.finalizer == Some(FinalizerAction::Remove) {
             return;
         }
-        self.record(parent, outcome_of(plan), trace_id).await;
+        let reads = reads.iter().map(said).collect();
+        self.record(parent, outcome_of(plan), reads, trace_id).await;
     }
 
     /// Records a failure on `parent`: the reason shown on `Synced`, its typed `cause` and the
@@ -38,7 +46,7 @@ impl Reconciler {
             cause: cause.to_owned(),
             message: model::printable(message, model::MAX_CONDITION_MESSAGE),
         };
-        self.record(parent, Outcome::Failed(failure), trace_id)
+        self.record(parent, Outcome::Failed(failure), Vec::new(), trace_id)
             .await;
     }
 
@@ -46,7 +54,13 @@ impl Reconciler {
     /// as a merge patch of that one annotation under its own field manager, so that it never
     /// mixes with what the plugin applies to the parent's metadata. A failed write is logged:
     /// the record is for people, and the reconcile it describes is done.
-    async fn record(&self, parent: &Value, outcome: Outcome, trace_id: Option<String>) {
+    async fn record(
+        &self,
+        parent: &Value,
+        outcome: Outcome,
+        reads: Vec<String>,
+        trace_id: Option<String>,
+    ) {
         if self.decorator {
             return;
         }
@@ -58,6 +72,7 @@ impl Reconciler {
             generation: parent["metadata"]["generation"].as_i64().unwrap_or(0),
             time: model::now(),
             outcome,
+            reads,
             trace_id,
         };
         if !record.differs(LastReconcile::of(parent).as_ref()) {
@@ -116,6 +131,38 @@ impl Reconciler {
     }
 }
 
+/// A read as the record says it.
+fn said(read: &Read) -> String {
+    match read {
+        Read::Get {
+            kind,
+            namespace,
+            name,
+        } if namespace.is_empty() => format!("get {kind} {name}"),
+        Read::Get {
+            kind,
+            namespace,
+            name,
+        } => format!("get {kind} {namespace}/{name}"),
+        Read::List {
+            kind,
+            namespace,
+            selector,
+        } => {
+            let place = if namespace.is_empty() {
+                "(all namespaces)"
+            } else {
+                namespace
+            };
+            if selector.is_empty() {
+                format!("list {kind} {place}")
+            } else {
+                format!("list {kind} {place} {selector}")
+            }
+        }
+    }
+}
+
 /// What a plan that went through wrote.
 fn outcome_of(plan: &Plan) -> Outcome {
     let count = |actions: &[Action]| {
@@ -161,6 +208,23 @@ mod tests {
             !permanent.holds(&recorded),
             "another annotation is an input"
         );
+    }
+
+    #[test]
+    fn reads_should_be_said_as_a_person_reads_them() {
+        let kind = crate::model::KindRef::new("v1", "ConfigMap");
+        let get = Read::Get {
+            kind: kind.clone(),
+            namespace: "default".into(),
+            name: "overrides".into(),
+        };
+        assert_eq!(said(&get), "get v1/ConfigMap default/overrides");
+        let list = Read::List {
+            kind,
+            namespace: String::new(),
+            selector: "app=shop".into(),
+        };
+        assert_eq!(said(&list), "list v1/ConfigMap (all namespaces) app=shop");
     }
 
     #[test]
