@@ -314,6 +314,11 @@ impl Metrics {
         for result in ["installed", "upgraded", "failed"] {
             let _ = m.swaps.get_or_create(&labels(&[("result", result)]));
         }
+        // At 0 from the start, also for a host that runs `--plugin` files and no
+        // ReconcilePlugins: the chart's alert on plugins not Ready compares against them.
+        for state in PLUGIN_STATES {
+            let _ = m.plugin_states.get_or_create(&labels(&[("state", state)]));
+        }
         Arc::new(Self { registry, ..m })
     }
 
@@ -377,6 +382,13 @@ impl Metrics {
         ] {
             self.applies
                 .get_or_create_owned(&labels(&[("plugin", name), ("action", action)]));
+        }
+        // Every kind of failure at 0, as controller-runtime does for its results: a rate (the
+        // chart's trap alert, the dashboard's failures) needs the series before the first
+        // failure.
+        for kind in crate::runtime::CallErrorKind::LABELS {
+            self.plugin_errors
+                .get_or_create_owned(&labels(&[("plugin", name), ("kind", kind)]));
         }
         PluginMetrics {
             name: name.to_owned(),
@@ -724,6 +736,8 @@ mod tests {
             r#"reconhost_apply_total{plugin="webapp",action="unchanged"} 0"#,
             r#"reconhost_api_errors_total{plugin="webapp",verb="apply",code="409"} 1"#,
             r#"reconhost_finalize_timeouts_total{plugin="webapp"} 0"#,
+            r#"reconhost_plugin_errors_total{plugin="webapp",kind="trap"} 0"#,
+            r#"reconhost_plugins{state="failed"} 0"#,
             "# TYPE controller_runtime_reconcile_time_seconds histogram",
             "# TYPE workqueue_depth gauge",
             "# TYPE workqueue_adds counter",

@@ -196,6 +196,21 @@ fn trap_display(message: &str, trap: &str, context: &str) -> String {
 }
 
 impl CallErrorKind {
+    /// Every [`Self::label`], so that metrics can start each at 0.
+    pub const LABELS: [&'static str; 11] = [
+        "deadline",
+        "memory",
+        "log",
+        "read_limit",
+        "trap",
+        "response_too_large",
+        "too_many_children",
+        "invalid_response",
+        "transient",
+        "permanent",
+        "host",
+    ];
+
     /// A short stable label for metrics and conditions (`deadline`, `memory`, `trap`, ...).
     pub fn label(&self) -> &'static str {
         match self {
@@ -219,5 +234,38 @@ impl CallErrorKind {
     /// upgrade recovers.)
     pub fn is_permanent(&self) -> bool {
         matches!(self, Self::Plugin(PluginError::Permanent(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_should_list_every_kinds_label() {
+        let every = [
+            CallErrorKind::Deadline(Duration::ZERO),
+            CallErrorKind::MemoryLimit { limit: 0 },
+            CallErrorKind::LogLimit { limit: 0 },
+            CallErrorKind::ReadLimit {
+                what: String::new(),
+            },
+            CallErrorKind::Trap {
+                message: String::new(),
+                trap: String::new(),
+                context: String::new(),
+            },
+            CallErrorKind::ResponseTooLarge { bytes: 0, limit: 0 },
+            CallErrorKind::TooManyChildren { count: 0, limit: 0 },
+            CallErrorKind::InvalidResponse {
+                path: String::new(),
+                reason: String::new(),
+            },
+            CallErrorKind::Plugin(PluginError::Transient(String::new())),
+            CallErrorKind::Plugin(PluginError::Permanent(String::new())),
+            CallErrorKind::Host(String::new()),
+        ];
+        let labels: Vec<&str> = every.iter().map(CallErrorKind::label).collect();
+        assert_eq!(labels, CallErrorKind::LABELS);
     }
 }

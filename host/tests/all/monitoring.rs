@@ -229,9 +229,31 @@ fn variable_metric(query: &str) -> BTreeSet<String> {
     }
 }
 
-/// PromQL keywords that read like metric names.
-const KEYWORDS: [&str; 8] = [
-    "and", "or", "unless", "bool", "offset", "inf", "nan", "atan2",
+/// PromQL keywords that read like metric names, and the aggregation operators, which may be
+/// followed by `by (...)` rather than by their parentheses.
+const KEYWORDS: [&str; 22] = [
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "inf",
+    "nan",
+    "atan2",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "group",
+    "stddev",
+    "stdvar",
+    "count",
+    "count_values",
+    "bottomk",
+    "topk",
+    "quantile",
+    "limitk",
+    "limit_ratio",
 ];
 
 /// Keywords followed by a list of label names, not of expressions.
@@ -324,8 +346,9 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
 }
 
 /// The sample names a host's `/metrics` answers with, and those of every family it declares
-/// (a `# TYPE` line), so that a counter nothing has counted yet still counts: a counter's
-/// `_total`, a histogram's `_bucket`, `_sum` and `_count`.
+/// (a `# TYPE` line: a counter's `_total`, a histogram's `_bucket`, `_sum` and `_count`).
+/// prometheus-client declares a family only once it has a series, so a metric that appears
+/// only once something happens must be created at 0 up front.
 fn exported_names(metrics: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for line in metrics.lines() {
