@@ -159,7 +159,10 @@ pub async fn trace(
             .await
             .with_context(|| format!("listing {}", child.plural))?;
         for item in listed.items {
-            let item = serde_json::to_value(item)?;
+            let mut item = serde_json::to_value(item)?;
+            // A list's items come without their types.
+            item["apiVersion"] = Value::from(child.api_version.clone());
+            item["kind"] = Value::from(child.kind.clone());
             if controller_uid(&item) == Some(uid) {
                 children.push(node(&item, manager.as_deref()));
             }

@@ -73,7 +73,7 @@ pub fn render(traced: &Traced) -> String {
         _ => {}
     }
     let last_child = traced.children.len();
-    let rail = if last_child > 0 { "│ " } else { "  " };
+    let rail = if last_child > 0 { "│" } else { " " };
     for (label, text) in &lines {
         push_wrapped(&mut out, &format!("{rail} {label:<10} "), text);
     }
