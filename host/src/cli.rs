@@ -324,9 +324,34 @@ pub enum OutputFormat {
     Json,
 }
 
+/// Where traces go (`reconhost run`): off unless an endpoint is given here or in the standard
+/// OpenTelemetry variables.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TraceArgs {
+    /// Export one OpenTelemetry trace per reconcile that wrote or failed, over OTLP/gRPC, to
+    /// this endpoint (e.g. `http://otel-collector:4317`). Default:
+    /// $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, then $OTEL_EXPORTER_OTLP_ENDPOINT; without any,
+    /// tracing is off.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// The share of reconciles traced, from 0 to 1. Default: $OTEL_TRACES_SAMPLER_ARG, else 1.
+    #[arg(long, value_name = "RATIO", value_parser = parse_ratio)]
+    pub trace_sampling_ratio: Option<f64>,
+}
+
+fn parse_ratio(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("{text:?} is not a ratio from 0 to 1")),
+    }
+}
+
 /// Arguments of `reconhost run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
+    /// Tracing.
+    #[command(flatten)]
+    pub tracing: TraceArgs,
     /// Path to a kubeconfig. Without it the usual resolution applies: $KUBECONFIG, then
     /// ~/.kube/config, then the in-cluster service account.
     #[arg(long)]

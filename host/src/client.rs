@@ -84,6 +84,7 @@ pub async fn client(
             .headers_mut()
             .entry(http::header::USER_AGENT)
             .or_insert_with(|| agent.clone());
+        crate::telemetry::propagate::inject(request.headers_mut());
         async move {
             let method = request.method().as_str().to_owned();
             let response = if is_watch(&request) {

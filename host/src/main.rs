@@ -5,10 +5,18 @@ use reconhost::cli::Command;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = reconhost::inspect::parse_cli();
-    reconhost::telemetry::init(cli.log_format);
+    let tracing = match &cli.command {
+        Command::Run(args) => args.tracing.clone(),
+        _ => Default::default(),
+    };
+    let telemetry = reconhost::telemetry::init(cli.log_format, &tracing)?;
     reconhost::install_crypto_provider();
     match cli.command {
-        Command::Run(args) => reconhost::run::run(args, reconhost::run::shutdown_signal()).await,
+        Command::Run(args) => {
+            let ran = reconhost::run::run(args, reconhost::run::shutdown_signal()).await;
+            telemetry.shutdown();
+            ran
+        }
         Command::Render(args) => {
             // Compiling and calling the plugin blocks; keep it off the async workers.
             let text =

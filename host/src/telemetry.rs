@@ -1,17 +1,146 @@
-//! Logging set-up. `RUST_LOG` filters as usual; the default shows the host's own info lines and
-//! warnings from dependencies.
+//! Logging and tracing set-up. `RUST_LOG` filters log lines as usual; the default shows the
+//! host's own info lines and warnings from dependencies.
+//!
+//! Tracing is off unless an OTLP endpoint is configured (`--otlp-endpoint`, or the standard
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`). Then every reconcile
+//! is one trace: the spans of target [`TARGET`] (the reconcile, the plugin call and its reads,
+//! each child written, the status, the events) go to an OpenTelemetry layer, sampled by trace
+//! id, and a reconcile that changed nothing and did not fail is not exported ([`drop`]). Every
+//! request to the API server carries the current span's `traceparent` ([`propagate`]), so the
+//! API server's own spans join the reconcile's trace.
 
-use tracing_subscriber::EnvFilter;
+mod drop;
+pub mod propagate;
 
-use crate::cli::LogFormat;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Installs the global tracing subscriber. Call once, first thing in `main`.
-pub fn init(format: LogFormat) {
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{BatchSpanProcessor, Sampler, SdkTracerProvider};
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _};
+
+use crate::cli::{LogFormat, TraceArgs};
+
+pub use self::drop::{DropUnchanged, OUTCOME};
+
+/// The target of the spans a trace is made of.
+pub const TARGET: &str = "reconhost::trace";
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Whether traces are exported (requests then carry `traceparent`).
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Why tracing could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// The OTLP protocol asked for is not the one the host speaks.
+    #[error(
+        "OTEL_EXPORTER_OTLP_PROTOCOL={0}: the host exports traces over OTLP/gRPC only (grpc); point it at a collector's gRPC port (4317)"
+    )]
+    Protocol(String),
+    /// The exporter could not be built (a malformed endpoint).
+    #[error("setting up the OTLP exporter for {endpoint}: {source}")]
+    Exporter {
+        /// The endpoint.
+        endpoint: String,
+        /// Why.
+        source: opentelemetry_otlp::ExporterBuildError,
+    },
+}
+
+/// What must outlive the program's work: flushes the traces still batched when shut down.
+#[derive(Debug, Default)]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Exports what is still batched; call before exiting.
+    pub fn shutdown(self) {
+        if let Some(provider) = self.provider
+            && let Err(error) = provider.shutdown()
+        {
+            tracing::warn!(%error, "flushing the last traces failed");
+        }
+    }
+}
+
+/// Installs the global tracing subscriber, with an OpenTelemetry layer when `tracing` names an
+/// endpoint. Call once, first thing in `main`, inside the Tokio runtime (the gRPC exporter
+/// runs on it).
+pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, TelemetryError> {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,reconhost=info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Human => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+    let fmt = tracing_subscriber::fmt::layer();
+    let fmt = match format {
+        LogFormat::Human => fmt.boxed(),
+        LogFormat::Json => fmt.json().flatten_event(true).boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(fmt.with_filter(filter));
+    let Some(endpoint) = endpoint(tracing) else {
+        registry.init();
+        return Ok(Telemetry::default());
+    };
+    let provider = provider(&endpoint, ratio(tracing))?;
+    let tracer = provider.tracer("reconhost");
+    let otel = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_filter(Targets::new().with_target(TARGET, LevelFilter::TRACE));
+    registry.with(otel).init();
+    ENABLED.store(true, Ordering::Relaxed);
+    tracing::info!(%endpoint, "exporting a trace per reconcile over OTLP");
+    Ok(Telemetry {
+        provider: Some(provider),
+    })
+}
+
+/// The endpoint from the flag, else the standard variables; none: tracing off.
+fn endpoint(tracing: &TraceArgs) -> Option<String> {
+    tracing
+        .otlp_endpoint
+        .clone()
+        .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").ok())
+        .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
+        .filter(|e| !e.is_empty())
+}
+
+/// The sampling ratio from the flag, else `OTEL_TRACES_SAMPLER_ARG`, else every reconcile.
+fn ratio(tracing: &TraceArgs) -> f64 {
+    tracing
+        .trace_sampling_ratio
+        .or_else(|| std::env::var("OTEL_TRACES_SAMPLER_ARG").ok()?.parse().ok())
+        .unwrap_or(1.0)
+        .clamp(0.0, 1.0)
+}
+
+fn provider(endpoint: &str, ratio: f64) -> Result<SdkTracerProvider, TelemetryError> {
+    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .unwrap_or_default();
+    if !protocol.is_empty() && protocol != "grpc" {
+        return Err(TelemetryError::Protocol(protocol));
     }
+    use opentelemetry_otlp::WithExportConfig as _;
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .with_endpoint(endpoint)
+        .build()
+        .map_err(|source| TelemetryError::Exporter {
+            endpoint: endpoint.to_owned(),
+            source,
+        })?;
+    let batch = BatchSpanProcessor::builder(exporter).build();
+    Ok(SdkTracerProvider::builder()
+        .with_span_processor(DropUnchanged::new(batch))
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+            ratio,
+        ))))
+        .with_resource(Resource::builder().with_service_name("reconhost").build())
+        .build())
 }

@@ -44,6 +44,23 @@ impl TestCluster {
         AuditLog::new(self.kubeconfig.with_file_name("audit.log"))
     }
 
+    /// The endpoint of the control plane's trace receiver (`http://127.0.0.1:<port>`), for a
+    /// host's `--otlp-endpoint`.
+    pub fn otlp_endpoint(&self) -> Result<String, Error> {
+        let path = self.kubeconfig.with_file_name("otlp");
+        std::fs::read_to_string(&path)
+            .map(|address| format!("http://{}", address.trim()))
+            .map_err(|source| Error::Io {
+                what: format!("reading {}", path.display()),
+                source,
+            })
+    }
+
+    /// Every span the control plane's trace receiver got so far.
+    pub fn spans(&self) -> Vec<crate::otlp::SpanRecord> {
+        crate::otlp::spans(&self.kubeconfig.with_file_name("traces.jsonl"))
+    }
+
     /// The loopback OCI registry's address (`127.0.0.1:<port>`), written beside the kubeconfig
     /// by a control plane started with one.
     pub fn registry(&self) -> Result<String, Error> {

@@ -69,6 +69,8 @@ pub struct ControlPlane {
     etcd: (PathBuf, Vec<String>),
     /// etcd's client port.
     etcd_port: u16,
+    /// The trace receiver the API server exports to (and hosts under test may).
+    _traces: Option<crate::otlp::Sink>,
 }
 
 /// Where etcd sits in [`ControlPlane::components`].
@@ -105,6 +107,7 @@ impl ControlPlane {
             api_server: (binaries.kube_apiserver.clone(), Vec::new()),
             etcd: (binaries.etcd.clone(), Vec::new()),
             etcd_port: 0,
+            _traces: None,
         };
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs).map_err(io(format!("creating {}", logs.display())))?;
@@ -137,6 +140,19 @@ impl ControlPlane {
         plane.etcd_port = etcd_port;
 
         write(&dir.join("audit-policy.yaml"), AUDIT_POLICY)?;
+        // The API server traces only requests that carry a sampled `traceparent` (no sampling
+        // rate of its own): a host exporting traces gets the API server's spans for its writes
+        // in its reconciles' traces, and nothing else is traced.
+        let sink = crate::otlp::start(&crate::otlp::file_in(&dir)).await?;
+        write(&dir.join("otlp"), &sink.address().to_string())?;
+        write(
+            &dir.join("tracing.yaml"),
+            &format!(
+                "apiVersion: apiserver.config.k8s.io/v1\nkind: TracingConfiguration\nendpoint: {}\n",
+                sink.address()
+            ),
+        )?;
+        plane._traces = Some(sink);
         plane.server = format!("https://127.0.0.1:{api_port}");
         let p = |f: &str| pki.path(f).display().to_string();
         let api_args = vec![
@@ -167,6 +183,10 @@ impl ControlPlane {
             format!("--audit-log-path={}", dir.join("audit.log").display()),
             "--audit-log-format=json".to_owned(),
             "--audit-log-mode=blocking".to_owned(),
+            format!(
+                "--tracing-config-file={}",
+                dir.join("tracing.yaml").display()
+            ),
             // The log rotates at this size (100 MB when unset), and readers count writes from
             // the one file: 10 GB is more than any run writes (a 10,000-parent benchmark
             // writes about 50 MB at the Metadata level).

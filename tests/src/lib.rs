@@ -34,6 +34,7 @@ pub mod control_plane;
 pub mod crds;
 pub mod host;
 pub mod hostile;
+pub mod otlp;
 pub mod pki;
 pub mod process;
 pub mod registry;

@@ -20,7 +20,7 @@ use kube::api::{
 };
 use kube::runtime::events::{self, Recorder, Reporter};
 use serde_json::{Value, json};
-use tracing::{debug, warn};
+use tracing::{Instrument as _, debug, warn};
 
 use crate::cache::{GroupKind, ResolvedKind};
 use crate::metrics::PluginMetrics;
@@ -190,7 +190,10 @@ impl Applier {
             parent_written(object, &mut outcome);
         }
         for child in &plan.children {
-            match self.child(child).await {
+            let span = tracing::debug_span!(target: "reconhost::trace", "child",
+                action = ?child.action, target = %child.target(), wave = child.wave,
+                why = child.why.as_deref().unwrap_or(""));
+            match self.child(child).instrument(span).await {
                 Ok(Some(object)) => outcome.written.push(Written {
                     kind: GroupKind::from(&child.kind),
                     object,
@@ -204,7 +207,8 @@ impl Applier {
         // write, at the version that write made.
         let mut latest = None;
         if let Some(metadata) = &plan.metadata {
-            let object = self.metadata(parent, metadata).await?;
+            let span = tracing::debug_span!(target: "reconhost::trace", "parent.metadata");
+            let object = self.metadata(parent, metadata).instrument(span).await?;
             latest = serde_json::to_value(&object).ok();
             parent_written(Some(object), &mut outcome);
         }
@@ -216,7 +220,8 @@ impl Applier {
         let releasing =
             plan.finalizer == Some(FinalizerAction::Remove) && outcome.failed.is_empty();
         if let Some(status) = &status {
-            match self.status(parent, status).await {
+            let span = tracing::debug_span!(target: "reconhost::trace", "status");
+            match self.status(parent, status).instrument(span).await {
                 Ok(object) => parent_written(Some(object), &mut outcome),
                 // The parent is going: its cleanup is done, and a status it cannot hold must
                 // not keep it from being deleted.
@@ -451,7 +456,14 @@ impl Applier {
                 action: "Reconcile".to_owned(),
                 secondary: None,
             };
-            if let Err(error) = self.recorder.publish(&record, &reference).await {
+            let span = tracing::debug_span!(target: "reconhost::trace", "event",
+                reason = %event.reason);
+            if let Err(error) = self
+                .recorder
+                .publish(&record, &reference)
+                .instrument(span)
+                .await
+            {
                 let code = match &error {
                     kube::Error::Api(s) => s.code.to_string(),
                     _ => "network".to_owned(),

@@ -74,11 +74,13 @@ impl Work {
             }
             Work::Release(_serving, revision, key, parent) => {
                 let span = span(&plugin, &key, &revision);
-                revision
+                let next = revision
                     .reconciler()
                     .unselected(&key, &parent)
-                    .instrument(span)
-                    .await
+                    .instrument(span.clone())
+                    .await;
+                failed_if(&span, &next);
+                next
             }
             Work::Serve(_serving, revision, shadow, key, cached, parent) => {
                 let span = span(&plugin, &key, &revision);
@@ -86,12 +88,14 @@ impl Work {
                 let reconcile = revision
                     .reconciler()
                     .reconcile(&key, &cached, parent, shadow)
-                    .instrument(span);
-                tokio::select! {
+                    .instrument(span.clone());
+                let next = tokio::select! {
                     biased;
                     next = reconcile => next,
                     () = revision.retired() => Next::Retry,
-                }
+                };
+                failed_if(&span, &next);
+                next
             }
         }
     }
@@ -99,7 +103,19 @@ impl Work {
 
 /// The span of one reconcile: what the plugin logs names the plugin, the parent and the digest
 /// of the code.
+///
+/// It is also the root of the reconcile's trace (target [`crate::telemetry::TARGET`]), whose
+/// `outcome` says whether it wrote (`changed`) or failed (`failed`); one that did neither is
+/// not exported.
 fn span(plugin: &str, key: &ObjectKey, revision: &Revision) -> tracing::Span {
-    tracing::info_span!("reconcile", plugin = %plugin, parent = %key,
-        digest = %short(revision.plugin().digest()), revision = %revision.id())
+    tracing::info_span!(target: "reconhost::trace", "reconcile", plugin = %plugin, parent = %key,
+        digest = %short(revision.plugin().digest()), revision = %revision.id(),
+        contract = revision.plugin().contract(), outcome = tracing::field::Empty)
+}
+
+/// Marks the reconcile's span failed when it ended in an error.
+fn failed_if(span: &tracing::Span, next: &Next) {
+    if matches!(next, Next::Retry | Next::Terminal) {
+        span.record(crate::telemetry::OUTCOME, "failed");
+    }
 }

@@ -367,6 +367,10 @@ impl Reconciler {
             }
             Err(error) => return self.apply_failed(key, &request.parent, error).await,
         };
+        // A reconcile that wrote is exported with its trace; one that changed nothing is not.
+        if !plan.is_noop() || !outcome.desired.events.is_empty() {
+            tracing::Span::current().record(crate::telemetry::OUTCOME, "changed");
+        }
         self.applier
             .events(&request.parent, &outcome.desired.events)
             .await;

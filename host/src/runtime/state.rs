@@ -184,6 +184,9 @@ impl v0_1::Host for State {
         namespace: String,
         name: String,
     ) -> wasmtime::Result<Result<Option<String>, types::ReadError>> {
+        let _span = tracing::debug_span!(target: "reconhost::trace", "read.get",
+            kind = %format_args!("{}/{}", kind.api_version, kind.kind), %namespace, %name)
+        .entered();
         self.count_read()?;
         let kind = kind_of(kind);
         if let Err(e) = self
@@ -211,6 +214,10 @@ impl v0_1::Host for State {
         namespace: String,
         label_selector: String,
     ) -> wasmtime::Result<Result<Vec<String>, types::ReadError>> {
+        let _span = tracing::debug_span!(target: "reconhost::trace", "read.list",
+            kind = %format_args!("{}/{}", kind.api_version, kind.kind), %namespace,
+            selector = %label_selector)
+        .entered();
         self.count_read()?;
         let kind = kind_of(kind);
         if let Err(e) = self

@@ -40,3 +40,4 @@ mod runtime;
 mod selection;
 mod signed;
 mod status_schema;
+mod traces;

@@ -30,7 +30,12 @@ impl Reconciler {
         // plugin logs names the plugin, the parent and the digest of the code. The result comes
         // back as soon as it exists: that thread then tears the instance down and makes the
         // next one, off this reconcile's path.
-        let span = tracing::Span::current();
+        let span = tracing::debug_span!(target: "reconhost::trace", "plugin.call",
+            digest = self.plugin.digest(), contract = self.plugin.contract(),
+            deadline_ms = u64::try_from(self.plugin.limits().deadline.as_millis()).unwrap_or(u64::MAX),
+            elapsed_ms = tracing::field::Empty, memory_peak_bytes = tracing::field::Empty,
+            children = tracing::field::Empty, error = tracing::field::Empty);
+        let call_span = span.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
         // The instance may grow to the plugin's memory limit: reserved from the budget all
         // calls share until the result is back (not through the writes that follow).
@@ -44,6 +49,19 @@ impl Reconciler {
         }));
         let result = rx.await;
         drop(memory);
+        if let Ok(result) = &result {
+            match result {
+                Ok(outcome) => {
+                    let elapsed = u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX);
+                    call_span.record("elapsed_ms", elapsed);
+                    call_span.record("memory_peak_bytes", outcome.memory_peak as u64);
+                    call_span.record("children", outcome.desired.children.len() as u64);
+                }
+                Err(error) => {
+                    call_span.record("error", tracing::field::display(error));
+                }
+            }
+        }
         self.health.called();
         match result {
             Ok(result) => Some((result, call_reader)),

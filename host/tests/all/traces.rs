@@ -1,0 +1,162 @@
+//! Tracing: a host started with `--otlp-endpoint` exports one OpenTelemetry trace per reconcile
+//! that wrote, to the control plane's OTLP receiver, with the plugin call, each child written
+//! and the status write as spans, and the API server's own spans for those writes in the same
+//! trace (its tracing follows the `traceparent` the host sends). Reconciles that changed
+//! nothing are not exported.
+
+use crate::common;
+
+use common::load::generators;
+use common::{CONVERGE, World, condition, get, reconciles};
+use kube::api::{Api, DynamicObject};
+use reconhost_tests::otlp::SpanRecord;
+use reconhost_tests::support::eventually;
+use serde_json::json;
+
+/// Waits until `name` is Synced at its current generation.
+async fn converged(api: &Api<DynamicObject>, name: &str) {
+    eventually(
+        CONVERGE,
+        &format!("{name} synced at its generation"),
+        || async {
+            let object = get(api, name).await?;
+            let synced = condition(&object, "Synced")?;
+            let current =
+                object["status"]["observedGeneration"] == object["metadata"]["generation"];
+            (current && synced["status"] == "True").then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn every_reconcile_that_wrote_should_be_one_trace_with_the_api_servers_spans_in_it() {
+    let world = World::new("traces").await;
+    let endpoint = world.cluster.otlp_endpoint().expect("the trace receiver");
+    // Batches leave every 100 ms instead of every 5 s, so the test does not wait on them.
+    let host = world
+        .host_with(
+            &["configmap-generator"],
+            &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+            &["--otlp-endpoint", &endpoint],
+        )
+        .await;
+    let generators = generators(&world);
+    let name = "traced";
+    world
+        .create(
+            &generators,
+            json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "ConfigMapGenerator",
+                   "metadata": {"name": name}, "spec": {"content": {"round": "0"}}}),
+        )
+        .await;
+    converged(&generators, name).await;
+    // A change to nothing the plugin reads: reconciled, nothing to write.
+    world
+        .merge(
+            &generators,
+            name,
+            json!({"metadata": {"labels": {"touched": "yes"}}}),
+        )
+        .await;
+    for round in ["1", "2"] {
+        world
+            .merge(
+                &generators,
+                name,
+                json!({"spec": {"content": {"round": round}}}),
+            )
+            .await;
+        converged(&generators, name).await;
+    }
+
+    let parent = format!("{}/{name}", world.namespace);
+    let is_root = |s: &SpanRecord| {
+        s.service == "reconhost" && s.name == "reconcile" && s.attributes["parent"] == parent
+    };
+    // The create and the two rounds each wrote the ConfigMap and the status; the API server
+    // exports its spans for those writes in batches of its own, so they may come later.
+    let spans = eventually(CONVERGE, "three traces of writing reconciles", || async {
+        let spans = world.cluster.spans();
+        let roots: Vec<&SpanRecord> = spans.iter().filter(|s| is_root(s)).collect();
+        let complete = roots.len() >= 3
+            && roots.iter().all(|root| {
+                spans
+                    .iter()
+                    .any(|s| s.trace_id == root.trace_id && s.service != "reconhost")
+            });
+        complete.then_some(spans)
+    })
+    .await;
+    let roots: Vec<&SpanRecord> = spans.iter().filter(|s| is_root(s)).collect();
+    let all_reconciles = reconciles(&host, "configmap-generator").await;
+    assert!(
+        (roots.len() as f64) < all_reconciles,
+        "{} reconciles, {} exported: the ones that wrote nothing should not be",
+        all_reconciles,
+        roots.len()
+    );
+    for root in &roots {
+        assert!(
+            matches!(
+                root.attributes.get("outcome").map(String::as_str),
+                Some("changed" | "failed")
+            ),
+            "an exported reconcile that neither wrote nor failed: {root:?}"
+        );
+        let trace: Vec<&SpanRecord> = spans
+            .iter()
+            .filter(|s| s.trace_id == root.trace_id)
+            .collect();
+        let ours = |name: &str| {
+            trace
+                .iter()
+                .filter(|s| s.service == "reconhost" && s.name == name)
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        let call = ours("plugin.call");
+        assert_eq!(call.len(), 1, "{trace:#?}");
+        assert_eq!(call[0].parent_span_id, root.span_id);
+        // The root names the code by its short digest, the call by the whole one.
+        assert!(
+            call[0].attributes["digest"].starts_with(&root.attributes["digest"]),
+            "{call:?} {root:?}"
+        );
+        assert!(
+            call[0].attributes.contains_key("memory_peak_bytes"),
+            "{call:?}"
+        );
+        let writes: Vec<&SpanRecord> = ours("child").into_iter().chain(ours("status")).collect();
+        assert!(!writes.is_empty(), "{trace:#?}");
+        // Each write the API server traced is a child of the host's span for it.
+        let server: Vec<&SpanRecord> = trace
+            .iter()
+            .filter(|s| s.service != "reconhost")
+            .copied()
+            .collect();
+        assert!(
+            !server.is_empty(),
+            "no span of the API server in a reconcile that wrote: {trace:#?}"
+        );
+        let ours_ids: Vec<&str> = trace
+            .iter()
+            .filter(|s| s.service == "reconhost")
+            .map(|s| s.span_id.as_str())
+            .collect();
+        assert!(
+            server
+                .iter()
+                .filter(|s| !trace
+                    .iter()
+                    .any(|t| t.span_id == s.parent_span_id && t.service != "reconhost"))
+                .all(|s| ours_ids.contains(&s.parent_span_id.as_str())),
+            "an API server span whose parent is not the host's: {trace:#?}"
+        );
+    }
+    // The ConfigMap the traces are about holds the last round.
+    let map = get(&world.config_maps(), name)
+        .await
+        .expect("the ConfigMap");
+    assert_eq!(map["data"]["round"], "2");
+}
