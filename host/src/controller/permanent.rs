@@ -52,10 +52,14 @@ fn inputs(parent: &Value) -> Inputs {
     let meta = &parent["metadata"];
     let mut hasher = DefaultHasher::new();
     meta["labels"].to_string().hash(&mut hasher);
-    // The host's own record of the failure is not an input.
+    // The host's own record of the failure is not an input: a parent with only that
+    // annotation hashes as one with none.
     let mut annotations = meta["annotations"].clone();
-    if let Some(annotations) = annotations.as_object_mut() {
-        annotations.remove(crate::model::record::LAST_RECONCILE);
+    if let Some(map) = annotations.as_object_mut() {
+        map.remove(crate::model::record::LAST_RECONCILE);
+        if map.is_empty() {
+            annotations = Value::Null;
+        }
     }
     annotations.to_string().hash(&mut hasher);
     Inputs {

@@ -208,6 +208,12 @@ mod tests {
             !permanent.holds(&recorded),
             "another annotation is an input"
         );
+        // Nor when it is the parent's only annotation.
+        let bare = json!({"metadata": {"uid": "u", "generation": 1}});
+        permanent.remember(&bare);
+        let mut recorded = bare.clone();
+        recorded["metadata"]["annotations"] = json!({LAST_RECONCILE: "{}"});
+        assert!(permanent.holds(&recorded));
     }
 
     #[test]
