@@ -110,6 +110,11 @@ fn a_rust_project_should_build_and_pass_its_tests() {
         tested.contains("a_message_should_become_a_config_map ... ok"),
         "{tested}"
     );
+    // The build went to the shared cache; the README's path is where a user's build puts it.
+    let built = target.join("wasm32-wasip2/release/widget.wasm");
+    let printed = dir.join("target/wasm32-wasip2/release");
+    std::fs::create_dir_all(&printed).expect("the project's target directory");
+    std::fs::copy(&built, printed.join("widget.wasm")).expect("the component");
     install_as_the_readme_says(&dir);
 }
 
