@@ -203,6 +203,8 @@ impl Lifecycle {
                 }
             });
         }
+        // The parents' standing, followed between the passes above.
+        tokio::spawn(Self::follow_parents(Arc::downgrade(&self)));
         let this = self.clone();
         workers::run(
             self.queue.clone(),
@@ -423,8 +425,7 @@ impl Lifecycle {
                 status::Authorized::Denied(denied) if !denied.is_empty() => {
                     Next::RequeueAfter(DENIED_TTL + Duration::from_secs(1))
                 }
-                // And so that the parents' standing follows them.
-                _ => Next::RequeueAfter(AUTHORIZATION_REFRESH.min(parents::REFRESH)),
+                _ => Next::RequeueAfter(AUTHORIZATION_REFRESH),
             },
             Some(f) => {
                 if f.reason == "Conflict" {

@@ -8,12 +8,15 @@
 //! parents failing is `Degraded=True`; fewer is a few bad specs, which their own conditions
 //! show. A single parent that fails is more than a quarter of one.
 
+use std::sync::Weak;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
+use super::Lifecycle;
 use crate::api::{ParentCounts, ReconcilePluginStatus};
+use crate::controller::queue::Priority;
 use crate::controller::standing::Standing;
 
 /// The condition type.
@@ -22,9 +25,63 @@ pub const DEGRADED: &str = "Degraded";
 /// The share of served parents, in percent, that may fail before the plugin is `Degraded`.
 pub const DEGRADED_PERCENT: u32 = 25;
 
-/// How often the lifecycle looks at a plugin's parents again, to follow their standing; the
-/// status is written only when a count changes, so a steady state writes nothing.
+/// How often the parents' standing is counted again ([`Lifecycle::follow_parents`]): a
+/// ReconcilePlugin is queued for the lifecycle only when its counts moved, or its parents do
+/// not show its suspension (or still show one it no longer has), so a steady state asks and
+/// writes nothing.
 pub const REFRESH: Duration = Duration::from_secs(10);
+
+impl Lifecycle {
+    /// Counts every installed plugin's parents each [`REFRESH`] while this replica leads, and
+    /// queues the ReconcilePlugins whose status no longer says how they stand. Ends with the
+    /// lifecycle.
+    pub(super) async fn follow_parents(lifecycle: Weak<Self>) {
+        let mut tick = tokio::time::interval(REFRESH);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(this) = lifecycle.upgrade() else {
+                return;
+            };
+            if !*this.leading.borrow() {
+                continue;
+            }
+            for key in this.plugins.store().keys() {
+                let Some(cached) = this.plugins.store().get("", &key.name) else {
+                    continue;
+                };
+                let Some(standing) = this
+                    .supervisor
+                    .controller(&key.name)
+                    .and_then(|c| c.standing())
+                else {
+                    continue;
+                };
+                let rp = cached.value();
+                if stale(&rp, &standing) {
+                    this.queue.add(key, Priority::Normal);
+                }
+            }
+        }
+    }
+}
+
+/// Whether `rp`'s status no longer says how its parents stand: other counts, or parents that
+/// do not show its suspension as they should.
+fn stale(rp: &Value, standing: &Standing) -> bool {
+    let said = &rp["status"]["parents"];
+    let counts = [
+        ("served", standing.served),
+        ("synced", standing.synced),
+        ("failing", standing.failing),
+        ("paused", standing.paused),
+    ];
+    let moved = counts
+        .iter()
+        .any(|(field, n)| said[field].as_u64() != Some(u64::from(*n)));
+    let suspended = rp["spec"]["suspend"] == true;
+    moved || (suspended && standing.paused < standing.served) || (!suspended && standing.paused > 0)
+}
 
 /// `status` with the parents' standing and the `Degraded` condition (a transition time kept
 /// from `object`, the ReconcilePlugin as cached, while the condition's status holds).
@@ -121,6 +178,29 @@ mod tests {
             message.starts_with("1 of 3 parents failing, 2 synced"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_status_should_be_stale_when_counts_move_or_a_suspension_is_not_shown() {
+        let rp = |suspend: bool| {
+            json!({"spec": {"suspend": suspend}, "status": {"parents":
+                {"served": 4, "synced": 3, "failing": 1, "paused": 0}}})
+        };
+        assert!(!stale(&rp(false), &standing(4, 1)));
+        assert!(stale(&rp(false), &standing(4, 2)));
+        assert!(stale(&json!({}), &standing(4, 1)), "never counted");
+        // Suspended, with parents not showing it yet.
+        assert!(stale(&rp(true), &standing(4, 1)));
+        let mut paused = standing(4, 0);
+        paused.synced = 0;
+        paused.paused = 4;
+        let shown = json!({"spec": {"suspend": true}, "status": {"parents":
+            {"served": 4, "synced": 0, "failing": 0, "paused": 4}}});
+        assert!(!stale(&shown, &paused));
+        // Resumed, with parents still showing it.
+        let mut resumed = shown.clone();
+        resumed["spec"]["suspend"] = json!(false);
+        assert!(stale(&resumed, &paused));
     }
 
     #[test]

@@ -330,3 +330,55 @@ async fn the_binary_should_be_a_kubectl_plugin_by_its_name() {
         "named as kubectl names it: {help}"
     );
 }
+
+#[tokio::test]
+async fn trace_should_show_what_a_parent_read() {
+    let world = World::new("trace-reads").await;
+    // A host with the plugin file, no ReconcilePlugin: the record says it all the same.
+    let _host = world.host(&["merged-config"], &[]).await;
+    let merged = world.api(
+        "examples.reconhost.dev",
+        "v1alpha1",
+        "MergedConfig",
+        "mergedconfigs",
+    );
+    world
+        .create(
+            &world.config_maps(),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "base"},
+                   "data": {"LOG_LEVEL": "info"}}),
+        )
+        .await;
+    world
+        .create(
+            &merged,
+            json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "MergedConfig",
+                   "metadata": {"name": "app"}, "spec": {"sources": ["base", "overrides"]}}),
+        )
+        .await;
+    synced(&merged, "app").await;
+    let ns = &world.namespace;
+    let wanted = [
+        format!("get v1/ConfigMap {ns}/base"),
+        format!("get v1/ConfigMap {ns}/overrides"),
+    ];
+    let traced = eventually(CONVERGE, "both reads recorded", || async {
+        let traced = trace_json(&world, "mergedconfig/app");
+        let reads: Vec<String> = traced["lastReconcile"]["reads"]
+            .as_array()?
+            .iter()
+            .filter_map(|r| r.as_str().map(str::to_owned))
+            .collect();
+        (reads == wanted).then_some(traced)
+    })
+    .await;
+    assert!(traced["plugin"].is_null(), "no ReconcilePlugin: {traced}");
+    assert_eq!(
+        traced["lastReconcile"]["plugin"], "merged-config",
+        "{traced}"
+    );
+    let tree = reconhost(&world, &["trace", "mergedconfig/app", "-n", ns]);
+    for read in &wanted {
+        assert!(tree.contains(&format!("reads      {read}\n")), "{tree}");
+    }
+}
