@@ -134,16 +134,17 @@ pub enum CallErrorKind {
     /// instruction. The plugin's own words come first, because they name the bug in the
     /// author's terms (`KeyError: 'missing'`); the wasm trap, which says only how the language
     /// runtime gave up, follows in parentheses.
-    #[error("{}", trap_display(message, trap, context))]
+    #[error("{}", trap_display(message, trap))]
     Trap {
         /// What the plugin said as it failed: a panic's message, an exception's last line
         /// (`KeyError: 'missing'`). Empty when it printed nothing (a stack overflow).
         message: String,
-        /// The trap, e.g. wasm `unreachable` instruction executed.
-        trap: String,
-        /// The rest of what the plugin printed on stderr last (a traceback's frames, the
-        /// panic's location), lines joined by ` | `; language runtimes' own notices left out.
-        context: String,
+        /// The trap (wasm `unreachable` instruction executed), then the rest of what the plugin
+        /// printed on stderr last (a traceback's frames, the panic's location) after
+        /// `; plugin stderr: `, lines joined by ` | `, language runtimes' own notices left out.
+        /// A `Box<str>`: with a second `String` here the variant would be as large as
+        /// `InvalidResponse`, and every call's `Result` larger (clippy's `result_large_err`).
+        trap: Box<str>,
     },
     /// The response is larger than allowed.
     #[error("response of {bytes} bytes exceeds the limit of {limit} bytes")]
@@ -179,20 +180,12 @@ pub enum CallErrorKind {
 
 /// `KeyError: 'missing' (trapped: wasm `unreachable` instruction executed; plugin stderr: ...)`,
 /// or `trapped: ...` when the plugin said nothing.
-fn trap_display(message: &str, trap: &str, context: &str) -> String {
-    let mut out = if message.is_empty() {
+fn trap_display(message: &str, trap: &str) -> String {
+    if message.is_empty() {
         format!("trapped: {trap}")
     } else {
-        format!("{message} (trapped: {trap}")
-    };
-    if !context.is_empty() {
-        out.push_str("; plugin stderr: ");
-        out.push_str(context);
+        format!("{message} (trapped: {trap})")
     }
-    if !message.is_empty() {
-        out.push(')');
-    }
-    out
 }
 
 impl CallErrorKind {
@@ -252,8 +245,7 @@ mod tests {
             },
             CallErrorKind::Trap {
                 message: String::new(),
-                trap: String::new(),
-                context: String::new(),
+                trap: "".into(),
             },
             CallErrorKind::ResponseTooLarge { bytes: 0, limit: 0 },
             CallErrorKind::TooManyChildren { count: 0, limit: 0 },

@@ -475,10 +475,19 @@ fn classify(e: &wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallE
     };
     let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
     let said = Said::parse(&stderr);
+    let what = what.strip_prefix("wasm trap: ").unwrap_or(&what);
+    let trap: Box<str> = if said.context.is_empty() {
+        what.into()
+    } else {
+        format!(
+            "{what}; plugin stderr: {}",
+            printable(&said.context, MAX_CONDITION_MESSAGE)
+        )
+        .into()
+    };
     CallErrorKind::Trap {
         message: printable(&said.message, MAX_CONDITION_MESSAGE),
-        trap: what.strip_prefix("wasm trap: ").unwrap_or(&what).to_owned(),
-        context: printable(&said.context, MAX_CONDITION_MESSAGE),
+        trap,
     }
 }
 
@@ -632,7 +641,6 @@ mod tests {
         let err = CallErrorKind::Trap {
             message: "KeyError: 'missing'".into(),
             trap: "wasm `unreachable` instruction executed".into(),
-            context: String::new(),
         };
         assert_eq!(
             err.to_string(),
@@ -641,7 +649,6 @@ mod tests {
         let silent = CallErrorKind::Trap {
             message: String::new(),
             trap: "stack overflow".into(),
-            context: String::new(),
         };
         assert_eq!(silent.to_string(), "trapped: stack overflow");
     }
