@@ -289,6 +289,34 @@ mod tests {
     }
 
     #[test]
+    fn the_crd_should_show_synced_ready_and_age_columns() {
+        let n = Names::new(&args("Widget", "example.com")).unwrap();
+        let crd: serde_json::Value = serde_saphyr::from_str(&n.fill(COMMON[0].1)).unwrap();
+        let columns: Vec<(&str, &str)> = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+            .as_array()
+            .expect("printer columns")
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap_or_default(),
+                    c["jsonPath"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            columns,
+            [
+                (
+                    "Synced",
+                    r#".status.conditions[?(@.type=="Synced")].status"#
+                ),
+                ("Ready", r#".status.conditions[?(@.type=="Ready")].status"#),
+                ("Age", ".metadata.creationTimestamp"),
+            ]
+        );
+    }
+
+    #[test]
     fn bad_flags_should_be_refused_naming_the_flag() {
         for (kind, group, flag) in [
             ("widget", "example.com", "--kind"),
