@@ -14,6 +14,10 @@ use crate::model::{self, SYNCED};
 use crate::planner::{self, Action, FinalizerAction, Plan};
 use crate::runtime::Read;
 
+/// Reads named in a record, at most: the annotation stays small (every watcher of the kind
+/// receives it with each change of the parent), and a parent that reads more is said to.
+const RECORDED_READS: usize = 32;
+
 impl Reconciler {
     /// Records a plan that went through on `parent` (as the reconcile saw it). Nothing is
     /// recorded for a parent the plan releases: it is going.
@@ -27,8 +31,12 @@ impl Reconciler {
         if plan.finalizer == Some(FinalizerAction::Remove) {
             return;
         }
-        let reads = reads.iter().map(said).collect();
-        self.record(parent, outcome_of(plan), reads, trace_id).await;
+        let mut said_reads: Vec<String> = reads.iter().take(RECORDED_READS).map(said).collect();
+        if reads.len() > RECORDED_READS {
+            said_reads.push(format!("... and {} more", reads.len() - RECORDED_READS));
+        }
+        self.record(parent, outcome_of(plan), said_reads, trace_id)
+            .await;
     }
 
     /// Records a failure on `parent`: the reason shown on `Synced`, its typed `cause` and the
