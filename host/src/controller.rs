@@ -43,6 +43,7 @@ pub mod route;
 mod routing;
 pub mod schema;
 pub mod shadow;
+pub mod trigger;
 pub mod standing;
 pub mod wiring;
 pub mod workers;
@@ -115,10 +116,16 @@ impl Controller {
             let (queue, route) = (queue.clone(), route.clone());
             let keys = move || {
                 let route = route.read().expect("route lock poisoned");
-                route
-                    .as_ref()
-                    .map(|r| r.stable.wiring().parents().store().keys())
-                    .unwrap_or_default()
+                let Some(route) = route.as_ref() else {
+                    return Vec::new();
+                };
+                let wiring = route.stable.wiring();
+                let keys = wiring.parents().store().keys();
+                let now = std::time::Instant::now();
+                for key in &keys {
+                    wiring.triggers().record(key, trigger::Trigger::Resync, now);
+                }
+                keys
             };
             tokio::spawn(resync(queue, keys, sync_period.subscribe()))
         };

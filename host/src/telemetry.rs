@@ -13,6 +13,7 @@ mod drop;
 pub mod propagate;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Instant, SystemTime};
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::Resource;
@@ -88,6 +89,8 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
         return Ok(Telemetry::default());
     };
     let provider = provider(&endpoint, ratio(tracing))?;
+    // For the spans made with their own times (the wait in the queue, the cause).
+    opentelemetry::global::set_tracer_provider(provider.clone());
     let tracer = provider.tracer("reconhost");
     let otel = tracing_opentelemetry::layer()
         .with_tracer(tracer)
@@ -98,6 +101,41 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
     Ok(Telemetry {
         provider: Some(provider),
     })
+}
+
+/// Adds to a reconcile's root `span` what caused it: a `trigger` span (its own trace, held and
+/// exported with the reconcile) that the root links to with `attributes`, and a `queue` span,
+/// the root's first child, for the wait from `since` (when the cause took effect) until now.
+pub fn caused_by(span: &tracing::Span, attributes: Vec<opentelemetry::KeyValue>, since: Instant) {
+    use opentelemetry::trace::{Span as _, Tracer as _};
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    if !enabled() {
+        return;
+    }
+    let tracer = opentelemetry::global::tracer("reconhost");
+    let now = SystemTime::now();
+    let start = now.checked_sub(since.elapsed()).unwrap_or(now);
+    let mut cause = tracer
+        .span_builder(CAUSE)
+        .with_start_time(start)
+        .with_attributes(attributes.clone())
+        .start(&tracer);
+    cause.end_with_timestamp(start);
+    span.add_link_with_attributes(cause.span_context().clone(), attributes);
+    let mut wait = tracer
+        .span_builder("queue")
+        .with_start_time(start)
+        .start_with_context(&tracer, &span.context());
+    wait.end_with_timestamp(now);
+}
+
+/// The name of the span that stands for what caused a reconcile.
+pub const CAUSE: &str = "trigger";
+
+/// Marks traces exported for tests of code that records only then.
+#[cfg(test)]
+pub fn enable_for_tests() {
+    ENABLED.store(true, Ordering::Relaxed);
 }
 
 /// The endpoint from the flag, else the standard variables; none: tracing off.

@@ -10,6 +10,7 @@ use tracing::{Instrument as _, debug};
 use super::revision::{self, Revision};
 use super::route::{Decision, Route};
 use super::short;
+use super::trigger::Trigger;
 use super::wiring::Wiring;
 use super::workers::Next;
 use crate::cache::{Cached, ObjectKey};
@@ -74,16 +75,18 @@ impl Work {
             }
             Work::Release(_serving, revision, key, parent) => {
                 let span = span(&plugin, &key, &revision);
+                caused(&span, &revision, &key);
                 let next = revision
                     .reconciler()
                     .unselected(&key, &parent)
                     .instrument(span.clone())
                     .await;
-                failed_if(&span, &next);
+                failed_if(&span, &next, &revision, &key);
                 next
             }
             Work::Serve(_serving, revision, shadow, key, cached, parent) => {
                 let span = span(&plugin, &key, &revision);
+                caused(&span, &revision, &key);
                 let shadow = shadow.as_ref().map(|s| s.reconciler());
                 let reconcile = revision
                     .reconciler()
@@ -94,7 +97,7 @@ impl Work {
                     next = reconcile => next,
                     () = revision.retired() => Next::Retry,
                 };
-                failed_if(&span, &next);
+                failed_if(&span, &next, &revision, &key);
                 next
             }
         }
@@ -113,9 +116,26 @@ fn span(plugin: &str, key: &ObjectKey, revision: &Revision) -> tracing::Span {
         contract = revision.plugin().contract(), outcome = tracing::field::Empty)
 }
 
-/// Marks the reconcile's span failed when it ended in an error.
-fn failed_if(span: &tracing::Span, next: &Next) {
-    if matches!(next, Next::Retry | Next::Terminal) {
-        span.record(crate::telemetry::OUTCOME, "failed");
+/// Marks the reconcile's span failed when it ended in an error, and remembers that a retry or
+/// a requeue-after will be why the parent comes back (unless something else brings it first).
+fn failed_if(span: &tracing::Span, next: &Next, revision: &Revision, key: &ObjectKey) {
+    let now = std::time::Instant::now();
+    let triggers = revision.wiring().triggers();
+    match next {
+        Next::Retry | Next::Terminal => {
+            span.record(crate::telemetry::OUTCOME, "failed");
+            if matches!(next, Next::Retry) {
+                triggers.record(key, Trigger::Retry, now);
+            }
+        }
+        Next::RequeueAfter(after) => triggers.record(key, Trigger::RequeueAfter, now + *after),
+        Next::Done => {}
+    }
+}
+
+/// Gives the reconcile's span what caused it, and its wait in the queue.
+fn caused(span: &tracing::Span, revision: &Revision, key: &ObjectKey) {
+    if let Some((trigger, since)) = revision.wiring().triggers().take(key) {
+        crate::telemetry::caused_by(span, trigger.attributes(), since);
     }
 }

@@ -184,6 +184,11 @@ impl Controller {
             };
             if changed {
                 moved += 1;
+                let cause = super::trigger::Trigger::Route;
+                let wiring = new.stable.wiring();
+                wiring
+                    .triggers()
+                    .record(&key, cause, std::time::Instant::now());
                 self.queue.add(key, Priority::Low);
             }
         }

@@ -20,6 +20,7 @@ use super::converge::Converge;
 use super::pace::{self, Pace};
 use super::queue::{Priority, WorkQueue};
 use super::schema::{self, ParentSchema, WatchHandle};
+use super::trigger::{Seen, Trigger, Triggers};
 use crate::cache::{
     DiscoveryError, GroupKind, Informer, InformerRef, Informers, Meta, ObjectKey, Registration,
 };
@@ -94,6 +95,8 @@ pub struct Wiring {
     pace: Pace<ObjectKey>,
     /// New generations seen and not yet converged.
     converge: Arc<Converge>,
+    /// Why each queued parent was queued, while traces are exported.
+    triggers: Arc<Triggers>,
     metrics: PluginMetrics,
     queue: WorkQueue<ObjectKey>,
     informers: Informers,
@@ -139,9 +142,11 @@ impl Wiring {
         let book = Arc::new(ParentBook::default());
         let ignore_status = Arc::new(AtomicBool::new(false));
         let converge = Arc::new(Converge::default());
+        let triggers = Arc::new(Triggers::default());
         let parent_handler = {
             let (queue, ignore_status) = (queue.clone(), ignore_status.clone());
-            let converge = converge.clone();
+            let (converge, triggers) = (converge.clone(), triggers.clone());
+            let kind = parents.kind().resource.kind.clone();
             parents.on_change(move |change| {
                 // A generation first seen while watching starts its time to converge.
                 if let Some(new) = change.new
@@ -159,6 +164,12 @@ impl Wiring {
                     return;
                 }
                 if let Some(object) = change.new.or(change.old) {
+                    let cause = if change.initial {
+                        Trigger::Initial
+                    } else {
+                        Trigger::Parent(Seen::of(&kind, object))
+                    };
+                    triggers.record(&object.meta.key, cause, Instant::now());
                     queue.add(object.meta.key.clone(), priority(change.initial));
                 }
             })
@@ -166,7 +177,7 @@ impl Wiring {
         // A CRD that comes to declare (or drops) the host's fields changes every parent's
         // status, failed ones included.
         let schema_watch = crd.is_some().then(|| {
-            let (queue, book) = (queue.clone(), book.clone());
+            let (queue, book, triggers) = (queue.clone(), book.clone(), triggers.clone());
             let replayed = Arc::clone(&parents);
             schema::watch(
                 ctx.client.clone(),
@@ -175,6 +186,7 @@ impl Wiring {
                 move || {
                     book.all_inputs_changed();
                     for key in replayed.store().keys() {
+                        triggers.record(&key, Trigger::Route, Instant::now());
                         queue.add(key, Priority::Low);
                     }
                 },
@@ -187,6 +199,7 @@ impl Wiring {
             book,
             pace: Pace::new(pace::Bounds::default()),
             converge,
+            triggers,
             metrics: ctx.metrics.plugin(plugin),
             queue: queue.clone(),
             informers: ctx.informers.clone(),
@@ -240,12 +253,16 @@ impl Wiring {
     /// good on the old one is tried again.
     fn child_handler(&self, informer: &Arc<Informer>) -> Registration {
         let (queue, book) = (self.queue.clone(), self.book.clone());
+        let triggers = self.triggers.clone();
         let parent_kind = self.parents.group_kind();
         let namespaced = self.parents.kind().namespaced;
+        let kind = informer.kind().resource.kind.clone();
         informer.on_change(move |change| {
             for object in [change.old, change.new].into_iter().flatten() {
                 if let Some(owner) = controller_of(&object.meta, &parent_kind, namespaced) {
                     book.input_changed(&owner);
+                    let seen = Seen::of(&kind, change.new.unwrap_or(object));
+                    triggers.record(&owner, Trigger::Child(seen), Instant::now());
                     queue.add(owner, priority(change.initial));
                 }
             }
@@ -255,11 +272,17 @@ impl Wiring {
     /// A read object that changes wakes the parents whose last reconcile read it.
     fn read_handler(&self, informer: &Arc<Informer>) -> Registration {
         let (queue, book) = (self.queue.clone(), self.book.clone());
+        let triggers = self.triggers.clone();
         let kind = informer.group_kind();
+        let kind_name = informer.kind().resource.kind.clone();
         informer.on_change(move |change| {
             let (old, new) = (change.old.map(|c| &c.meta), change.new.map(|c| &c.meta));
             for parent in book.deps().readers_of(&kind, old, new) {
                 book.input_changed(&parent);
+                if let Some(object) = change.new.or(change.old) {
+                    let seen = Seen::of(&kind_name, object);
+                    triggers.record(&parent, Trigger::Dependency(seen), Instant::now());
+                }
                 queue.add(parent, Priority::Normal);
             }
         })
@@ -300,6 +323,11 @@ impl Wiring {
         &self.converge
     }
 
+    /// Why each queued parent was queued.
+    pub fn triggers(&self) -> &Triggers {
+        &self.triggers
+    }
+
     /// How fast the plugin's writes may go, whichever revision makes them.
     pub fn pace(&self) -> &Pace<ObjectKey> {
         &self.pace
@@ -318,6 +346,7 @@ impl Wiring {
         }
         self.pace.forget(key);
         self.converge.forget(key);
+        self.triggers.forget(key);
     }
 }
 

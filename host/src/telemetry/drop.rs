@@ -25,11 +25,13 @@ const MAX_TRACES: usize = 4096;
 const MAX_SPANS: usize = 512;
 
 /// Passes a trace on to `next` when its root ends, unless the root is a reconcile that changed
-/// nothing and did not fail.
+/// nothing and did not fail. The span standing for a reconcile's cause (a root of its own,
+/// [`super::CAUSE`]) goes with the reconcile that links to it.
 #[derive(Debug)]
 pub struct DropUnchanged<P> {
     next: P,
     held: Mutex<HashMap<TraceId, Vec<SpanData>>>,
+    causes: Mutex<HashMap<SpanId, SpanData>>,
 }
 
 impl<P> DropUnchanged<P> {
@@ -38,6 +40,7 @@ impl<P> DropUnchanged<P> {
         Self {
             next,
             held: Mutex::default(),
+            causes: Mutex::default(),
         }
     }
 }
@@ -67,9 +70,23 @@ impl<P: SpanProcessor> SpanProcessor for DropUnchanged<P> {
         }
         let spans = held.remove(&trace).unwrap_or_default();
         drop(held);
+        if span.name == super::CAUSE {
+            let mut causes = self.causes.lock().expect("span hold lock poisoned");
+            if causes.len() < MAX_TRACES {
+                causes.insert(span.span_context.span_id(), span);
+            }
+            return;
+        }
+        let causes: Vec<SpanData> = {
+            let mut held = self.causes.lock().expect("span hold lock poisoned");
+            span.links
+                .iter()
+                .filter_map(|link| held.remove(&link.span_context.span_id()))
+                .collect()
+        };
         if kept(&span) {
-            for child in spans {
-                self.next.on_end(child);
+            for other in causes.into_iter().chain(spans) {
+                self.next.on_end(other);
             }
             self.next.on_end(span);
         }
@@ -160,5 +177,32 @@ mod tests {
         // Another root (not a reconcile) passes as it is.
         provider.tracer("test").start("lifecycle").end();
         assert_eq!(kept.0.lock().unwrap().last().unwrap(), "lifecycle");
+    }
+
+    #[test]
+    fn a_cause_should_go_with_the_reconcile_that_links_to_it() {
+        let kept = Kept::default();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(DropUnchanged::new(kept.clone()))
+            .build();
+        let tracer = provider.tracer("test");
+        for outcome in [None, Some("changed")] {
+            let mut cause = tracer.start(super::super::CAUSE);
+            cause.end();
+            let link = opentelemetry::trace::Link::with_context(cause.span_context().clone());
+            let mut root = tracer
+                .span_builder("reconcile")
+                .with_links(vec![link])
+                .start(&tracer);
+            if let Some(outcome) = outcome {
+                root.set_attribute(KeyValue::new(OUTCOME, outcome));
+            }
+            root.end();
+        }
+        assert_eq!(
+            kept.0.lock().unwrap().clone(),
+            [super::super::CAUSE, "reconcile"],
+            "the unchanged reconcile's cause dropped with it, the changed one's kept"
+        );
     }
 }

@@ -115,6 +115,30 @@ async fn every_reconcile_that_wrote_should_be_one_trace_with_the_api_servers_spa
                 .copied()
                 .collect::<Vec<_>>()
         };
+        // What caused it: a `trigger` span the root links to, exported with it, and the wait
+        // in the queue as the root's first child.
+        assert_eq!(root.links.len(), 1, "{root:?}");
+        let cause = spans
+            .iter()
+            .find(|s| s.span_id == root.links[0].1 && s.name == "trigger")
+            .unwrap_or_else(|| panic!("the cause of {root:?} was not exported"));
+        let known = [
+            "watch",
+            "child",
+            "dependency",
+            "resync",
+            "requeue-after",
+            "retry",
+            "route",
+            "initial",
+        ];
+        assert!(
+            known.contains(&cause.attributes["trigger"].as_str()),
+            "{cause:?}"
+        );
+        let queue = ours("queue");
+        assert_eq!(queue.len(), 1, "{trace:#?}");
+        assert_eq!(queue[0].parent_span_id, root.span_id);
         let call = ours("plugin.call");
         assert_eq!(call.len(), 1, "{trace:#?}");
         assert_eq!(call[0].parent_span_id, root.span_id);
@@ -154,6 +178,17 @@ async fn every_reconcile_that_wrote_should_be_one_trace_with_the_api_servers_spa
             "an API server span whose parent is not the host's: {trace:#?}"
         );
     }
+    // The rounds were the parent's own watch events: named by kind, object and version.
+    let watched = roots.iter().filter(|root| {
+        spans.iter().any(|s| {
+            s.span_id == root.links[0].1
+                && s.attributes["trigger"] == "watch"
+                && s.attributes["kind"] == "ConfigMapGenerator"
+                && s.attributes["object"] == parent
+                && !s.attributes["resource_version"].is_empty()
+        })
+    });
+    assert!(watched.count() >= 2, "{roots:#?}");
     // The ConfigMap the traces are about holds the last round.
     let map = get(&world.config_maps(), name)
         .await

@@ -1,0 +1,167 @@
+//! Why a parent was queued, for its reconcile's trace: the first cause since its last reconcile
+//! began, and when it came, so the trace can show the wait in the queue and link to the cause
+//! (kube-rs leaves "what triggered this reconcile" open; the queue itself keeps only keys).
+//!
+//! Kept only while traces are exported. A cause seen directly (a watch event, a resync, a
+//! rollout) holds until the reconcile takes it; a scheduled one (a requeue-after, a retry after
+//! backoff) gives way to any direct cause that comes before it is due.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use opentelemetry::KeyValue;
+
+use crate::cache::{Cached, ObjectKey};
+
+/// What queued a parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// A watch event of the parent itself.
+    Parent(Seen),
+    /// A watch event of one of its children.
+    Child(Seen),
+    /// A change to an object its last reconcile read.
+    Dependency(Seen),
+    /// The periodic resync.
+    Resync,
+    /// The plugin asked to be called again after a delay.
+    RequeueAfter,
+    /// The last reconcile failed and is retried after backoff.
+    Retry,
+    /// A rollout moved it to another revision, or the parent kind's schema changed.
+    Route,
+    /// The host started and listed it.
+    Initial,
+}
+
+/// The object a watch event showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// `Kind`.
+    pub kind: String,
+    /// `namespace/name`, or `name`.
+    pub object: String,
+    /// The version the event carried.
+    pub resource_version: String,
+}
+
+impl Seen {
+    /// What `cached` (of kind `kind`) is, as an event showed it.
+    pub fn of(kind: &str, cached: &Cached) -> Self {
+        Self {
+            kind: kind.to_owned(),
+            object: cached.meta.key.to_string(),
+            resource_version: cached.meta.resource_version.clone(),
+        }
+    }
+}
+
+impl Trigger {
+    /// Its name, as the trace shows it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Parent(_) => "watch",
+            Self::Child(_) => "child",
+            Self::Dependency(_) => "dependency",
+            Self::Resync => "resync",
+            Self::RequeueAfter => "requeue-after",
+            Self::Retry => "retry",
+            Self::Route => "route",
+            Self::Initial => "initial",
+        }
+    }
+
+    /// The attributes of the span that stands for it.
+    pub fn attributes(&self) -> Vec<KeyValue> {
+        let mut attributes = vec![KeyValue::new("trigger", self.name())];
+        if let Self::Parent(seen) | Self::Child(seen) | Self::Dependency(seen) = self {
+            attributes.push(KeyValue::new("kind", seen.kind.clone()));
+            attributes.push(KeyValue::new("object", seen.object.clone()));
+            attributes.push(KeyValue::new(
+                "resource_version",
+                seen.resource_version.clone(),
+            ));
+        }
+        attributes
+    }
+
+    /// Whether it was scheduled rather than seen: a direct cause replaces it.
+    fn scheduled(&self) -> bool {
+        matches!(self, Self::RequeueAfter | Self::Retry)
+    }
+}
+
+/// The pending cause of each queued parent.
+#[derive(Debug, Default)]
+pub struct Triggers {
+    pending: Mutex<HashMap<ObjectKey, (Trigger, Instant)>>,
+}
+
+impl Triggers {
+    /// `key` was queued because of `trigger`, which takes effect `at` (now, or when a delay
+    /// ends). Does nothing while traces are not exported.
+    pub fn record(&self, key: &ObjectKey, trigger: Trigger, at: Instant) {
+        if !crate::telemetry::enabled() {
+            return;
+        }
+        let mut pending = self.pending.lock().expect("trigger lock poisoned");
+        match pending.get(key) {
+            Some((held, _)) if !held.scheduled() || trigger.scheduled() => {}
+            _ => {
+                pending.insert(key.clone(), (trigger, at));
+            }
+        }
+    }
+
+    /// The cause of the reconcile of `key` that begins now, and since when it waited.
+    pub fn take(&self, key: &ObjectKey) -> Option<(Trigger, Instant)> {
+        self.pending
+            .lock()
+            .expect("trigger lock poisoned")
+            .remove(key)
+    }
+
+    /// The parent is gone.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.pending
+            .lock()
+            .expect("trigger lock poisoned")
+            .remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(version: &str) -> Trigger {
+        Trigger::Parent(Seen {
+            kind: "WebApp".into(),
+            object: "a/web".into(),
+            resource_version: version.into(),
+        })
+    }
+
+    #[test]
+    fn the_first_seen_cause_should_hold_and_a_scheduled_one_give_way() {
+        crate::telemetry::enable_for_tests();
+        let triggers = Triggers::default();
+        let key = ObjectKey::new("a", "web");
+        let t0 = Instant::now();
+        triggers.record(&key, Trigger::RequeueAfter, t0);
+        triggers.record(&key, seen("7"), t0);
+        triggers.record(&key, seen("8"), t0);
+        triggers.record(&key, Trigger::Retry, t0);
+        let (cause, _) = triggers.take(&key).expect("a cause");
+        assert_eq!(
+            cause,
+            seen("7"),
+            "the first event seen, not the scheduled requeue"
+        );
+        assert_eq!(triggers.take(&key), None, "taken once");
+        let attributes = cause.attributes();
+        assert!(attributes.contains(&KeyValue::new("resource_version", "7")));
+        assert!(attributes.contains(&KeyValue::new("trigger", "watch")));
+    }
+}
