@@ -25,7 +25,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the host against a cluster until SIGTERM or SIGINT.
-    Run(RunArgs),
+    // Boxed: its flags outweigh every other command's many times over.
+    Run(Box<RunArgs>),
     /// Run a plugin offline on files and print what the host would do.
     Render(RenderArgs),
     /// Publish a plugin and install it through a ReconcilePlugin.

@@ -13,7 +13,7 @@ async fn main() -> anyhow::Result<()> {
     reconhost::install_crypto_provider();
     match cli.command {
         Command::Run(args) => {
-            let ran = reconhost::run::run(args, reconhost::run::shutdown_signal()).await;
+            let ran = reconhost::run::run(*args, reconhost::run::shutdown_signal()).await;
             telemetry.shutdown();
             ran
         }
