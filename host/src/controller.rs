@@ -43,8 +43,8 @@ pub mod route;
 mod routing;
 pub mod schema;
 pub mod shadow;
-pub mod trigger;
 pub mod standing;
+pub mod trigger;
 pub mod wiring;
 pub mod workers;
 

@@ -5,7 +5,7 @@
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`). Then every reconcile
 //! is one trace: the spans of target [`TARGET`] (the reconcile, the plugin call and its reads,
 //! each child written, the status, the events) go to an OpenTelemetry layer, sampled by trace
-//! id, and a reconcile that changed nothing and did not fail is not exported ([`drop`]). Every
+//! id, and a reconcile that changed nothing and did not fail is not exported ([`mod@drop`]). Every
 //! request to the API server carries the current span's `traceparent` ([`propagate`]), so the
 //! API server's own spans join the reconcile's trace.
 
