@@ -36,6 +36,9 @@ pub struct Standing {
     pub failing: u32,
     /// Shown as paused.
     pub paused: u32,
+    /// Whether the host can show a pause on these parents at all (their kind admits the
+    /// host's conditions).
+    pub shows_pause: bool,
 }
 
 impl Controller {
@@ -46,7 +49,10 @@ impl Controller {
             return None;
         }
         let route = self.route.read().expect("route lock poisoned").clone()?;
-        let mut standing = Standing::default();
+        let mut standing = Standing {
+            shows_pause: route.stable.wiring().schema().fields().conditions.is_some(),
+            ..Standing::default()
+        };
         for cached in route
             .stable
             .wiring()

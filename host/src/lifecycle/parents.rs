@@ -80,7 +80,8 @@ fn stale(rp: &Value, standing: &Standing) -> bool {
         .iter()
         .any(|(field, n)| said[field].as_u64() != Some(u64::from(*n)));
     let suspended = rp["spec"]["suspend"] == true;
-    moved || (suspended && standing.paused < standing.served) || (!suspended && standing.paused > 0)
+    let unshown = suspended && standing.shows_pause && standing.paused < standing.served;
+    moved || unshown || (!suspended && standing.paused > 0)
 }
 
 /// `status` with the parents' standing and the `Degraded` condition (a transition time kept
@@ -129,6 +130,7 @@ fn degraded(standing: &Standing) -> (&'static str, &'static str, String) {
         synced,
         failing,
         paused,
+        ..
     } = *standing;
     let counts = format!(
         "{failing} of {served} parents failing, {synced} synced{}",
@@ -162,6 +164,7 @@ mod tests {
             synced: served - failing,
             failing,
             paused: 0,
+            shows_pause: true,
         }
     }
 
@@ -197,6 +200,10 @@ mod tests {
         let shown = json!({"spec": {"suspend": true}, "status": {"parents":
             {"served": 4, "synced": 0, "failing": 0, "paused": 4}}});
         assert!(!stale(&shown, &paused));
+        // A kind without conditions cannot show it: nothing to wait for.
+        let mut mute = standing(4, 1);
+        mute.shows_pause = false;
+        assert!(!stale(&rp(true), &mute));
         // Resumed, with parents still showing it.
         let mut resumed = shown.clone();
         resumed["spec"]["suspend"] = json!(false);
