@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -20,6 +21,8 @@ use prometheus_client::registry::Registry;
 type Labels = Vec<(String, String)>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+type ExemplarHistograms =
+    Family<Labels, HistogramWithExemplars<Labels>, fn() -> HistogramWithExemplars<Labels>>;
 
 /// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
 const RECONCILE_BUCKETS: [f64; 40] = [
@@ -30,6 +33,12 @@ const RECONCILE_BUCKETS: [f64; 40] = [
 
 fn reconcile_histogram() -> Histogram {
     Histogram::new(RECONCILE_BUCKETS)
+}
+
+/// Time to converge, in the reconcile buckets, each bucket with the trace of its last
+/// observation (OpenMetrics exemplars) while traces are exported.
+fn converge_histogram() -> HistogramWithExemplars<Labels> {
+    HistogramWithExemplars::new(RECONCILE_BUCKETS.into_iter())
 }
 
 /// client-go's work-queue buckets: 10 ns to 1000 s, ×10.
@@ -82,7 +91,7 @@ pub struct Metrics {
     plugin_states: Family<Labels, Gauge>,
     fetch_seconds: Histograms,
     compile_seconds: Histograms,
-    time_to_converge: Histograms,
+    time_to_converge: ExemplarHistograms,
 }
 
 /// Fetches and compiles take from a millisecond (a cached Rust plugin) to a minute (an 18 MB
@@ -122,7 +131,7 @@ impl Metrics {
             unfinished: Family::default(),
             longest: Family::default(),
             call_seconds: h(call_histogram),
-            time_to_converge: h(reconcile_histogram),
+            time_to_converge: ExemplarHistograms::new_with_constructor(converge_histogram),
             plugin_errors: Family::default(),
             memory_peak: Family::default(),
             applies: Family::default(),
@@ -591,7 +600,7 @@ impl QueueMetrics {
 pub struct PluginMetrics {
     name: String,
     call_seconds: Histogram,
-    time_to_converge: Histogram,
+    time_to_converge: HistogramWithExemplars<Labels>,
     memory_peak: Gauge,
     errors: Family<Labels, Counter>,
     applies: Family<Labels, Counter>,
@@ -609,9 +618,12 @@ impl PluginMetrics {
         self.call_seconds.observe(elapsed.as_secs_f64());
     }
 
-    /// Records how long a parent's generation took from being seen to converged.
-    pub fn converged(&self, elapsed: Duration) {
-        self.time_to_converge.observe(elapsed.as_secs_f64());
+    /// Records how long a parent's generation took from being seen to converged, with the
+    /// trace of the reconcile that converged it, if it is exported.
+    pub fn converged(&self, elapsed: Duration, trace_id: Option<String>) {
+        let exemplar = trace_id.map(|id| labels(&[("trace_id", &id)]));
+        self.time_to_converge
+            .observe(elapsed.as_secs_f64(), exemplar, None);
     }
 
     /// Records a call's memory high-water mark; the gauge keeps the largest seen. `fetch_max`,

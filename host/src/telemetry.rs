@@ -129,6 +129,22 @@ pub fn caused_by(span: &tracing::Span, attributes: Vec<opentelemetry::KeyValue>,
     wait.end_with_timestamp(now);
 }
 
+/// The current span's trace id (hex), when traces are exported and this one is sampled: the
+/// exemplar that ties a histogram's bucket to a trace.
+pub fn trace_id() -> Option<String> {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    if !enabled() {
+        return None;
+    }
+    let context = tracing::Span::current().context();
+    let span = context.span();
+    let span_context = span.span_context();
+    span_context
+        .is_sampled()
+        .then(|| span_context.trace_id().to_string())
+}
+
 /// The name of the span that stands for what caused a reconcile.
 pub const CAUSE: &str = "trigger";
 

@@ -385,8 +385,14 @@ impl Reconciler {
                 reason: "ChildFailed".into(),
                 message,
             };
-            self.record_failure(&request.parent, "ChildFailed", "", &event.message, None)
-                .await;
+            self.record_failure(
+                &request.parent,
+                "ChildFailed",
+                "",
+                &event.message,
+                crate::telemetry::trace_id(),
+            )
+            .await;
             self.applier.events(&request.parent, &[event]).await;
             return Next::Retry;
         }
@@ -394,8 +400,13 @@ impl Reconciler {
             p.permanent.forget();
             p.conflicts = 0;
         });
-        self.record_plan(&request.parent, &plan, &outcome.reads, None)
-            .await;
+        self.record_plan(
+            &request.parent,
+            &plan,
+            &outcome.reads,
+            crate::telemetry::trace_id(),
+        )
+        .await;
         let waiting = plan
             .children
             .iter()
@@ -407,7 +418,8 @@ impl Reconciler {
                 std::time::Instant::now(),
             )
         {
-            self.metrics.converged(elapsed);
+            self.metrics
+                .converged(elapsed, crate::telemetry::trace_id());
         }
         let changes = plan.children.iter().filter(|c| c.action.sends()).count();
         if changes > 0 || plan.status.is_some() || plan.finalizer.is_some() {

@@ -189,6 +189,28 @@ async fn every_reconcile_that_wrote_should_be_one_trace_with_the_api_servers_spa
         })
     });
     assert!(watched.count() >= 2, "{roots:#?}");
+    // Time to converge points at the trace of a reconcile that converged (an exemplar).
+    let metrics = host.metrics().await.expect("the host's metrics");
+    let exemplar = metrics.lines().any(|line| {
+        line.starts_with("reconhost_time_to_converge_seconds_bucket")
+            && roots
+                .iter()
+                .any(|root| line.contains(&format!("trace_id=\"{}\"", root.trace_id)))
+    });
+    assert!(exemplar, "no exemplar naming an exported trace:\n{metrics}");
+    // The parent's record names the trace of the reconcile that last wrote it.
+    let recorded = get(&generators, name).await.expect("the parent");
+    let record: serde_json::Value = serde_json::from_str(
+        recorded["metadata"]["annotations"]["reconhost.dev/last-reconcile"]
+            .as_str()
+            .expect("the host's record on the parent"),
+    )
+    .expect("the record is JSON");
+    let traced = record["traceId"].as_str().unwrap_or("");
+    assert!(
+        roots.iter().any(|root| root.trace_id == traced),
+        "the record's trace {traced:?} is none of the exported ones: {record}"
+    );
     // The ConfigMap the traces are about holds the last round.
     let map = get(&world.config_maps(), name)
         .await

@@ -36,12 +36,16 @@ impl Reconciler {
             elapsed_ms = tracing::field::Empty, memory_peak_bytes = tracing::field::Empty,
             children = tracing::field::Empty, error = tracing::field::Empty);
         let call_span = span.clone();
+        // Entered under it: the call's span exists only while traces are exported (or
+        // RUST_LOG asks for it), and the plugin's log lines must name the reconcile either way.
+        let reconcile = tracing::Span::current();
         let (tx, rx) = tokio::sync::oneshot::channel();
         // The instance may grow to the plugin's memory limit: reserved from the budget all
         // calls share until the result is back (not through the writes that follow).
         let memory = self.guest_memory.reserve(self.plugin.limits().memory).await;
         // Detached: the result comes through the oneshot; a panic drops the sender.
         drop(tokio::task::spawn_blocking(move || {
+            let _reconcile = reconcile.enter();
             let _span = span.enter();
             plugin.reconcile_then(&request, reader, |result| {
                 let _ = tx.send(result);

@@ -156,7 +156,7 @@ impl Reconciler {
         cause: &str,
         message: &str,
     ) {
-        self.record_failure(parent, reason, cause, message, None)
+        self.record_failure(parent, reason, cause, message, crate::telemetry::trace_id())
             .await;
         self.health.synced_false();
         let fields = self.status_fields();
