@@ -107,9 +107,16 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
 /// exported with the reconcile) that the root links to with `attributes`, and a `queue` span,
 /// the root's first child, for the wait from `since` (when the cause took effect) until now.
 pub fn caused_by(span: &tracing::Span, attributes: Vec<opentelemetry::KeyValue>, since: Instant) {
+    use opentelemetry::trace::TraceContextExt as _;
     use opentelemetry::trace::{Span as _, Tracer as _};
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     if !enabled() {
+        return;
+    }
+    // A reconcile not sampled is never exported: its cause would wait for it in the drop
+    // processor for ever.
+    let context = span.context();
+    if !context.span().span_context().is_sampled() {
         return;
     }
     let tracer = opentelemetry::global::tracer("reconhost");
@@ -125,7 +132,7 @@ pub fn caused_by(span: &tracing::Span, attributes: Vec<opentelemetry::KeyValue>,
     let mut wait = tracer
         .span_builder("queue")
         .with_start_time(start)
-        .start_with_context(&tracer, &span.context());
+        .start_with_context(&tracer, &context);
     wait.end_with_timestamp(now);
 }
 
