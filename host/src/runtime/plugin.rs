@@ -23,7 +23,7 @@ use super::error::{CallError, CallErrorKind, LoadError};
 use super::limits::Limits;
 use super::reads::{ObjectReader, Read};
 use super::state::{MAX_LOG_LINE, State};
-use super::validate::{check_info, validate};
+use super::validate::{check_info, response_size, validate};
 use crate::model::MAX_CONDITION_MESSAGE;
 use crate::model::{KindRef, PluginError, PluginInfo, ReconcileRequest, object_ref, printable};
 
@@ -84,6 +84,10 @@ pub struct Outcome {
     pub memory_peak: usize,
     /// Time in the plugin, including validation.
     pub elapsed: Duration,
+    /// The size of the response as the plugin wrote it, in bytes: the children's and status's
+    /// JSON text plus the strings of its conditions, events and parent metadata (what the
+    /// response-size limit holds it to; no serialisation of the desired state is involved).
+    pub response_bytes: usize,
 }
 
 impl Plugin {
@@ -355,11 +359,13 @@ impl Plugin {
             }
             Err(e) => return Err(fail(classify(&e, store, &prepared.limits))),
         };
+        let response_bytes = response_size(&response);
         let desired =
             validate(&prepared.info, &request.parent, response, &prepared.limits).map_err(fail)?;
         let state = store.data_mut();
         Ok(Outcome {
             desired,
+            response_bytes,
             reads: std::mem::take(&mut state.reads),
             memory_peak: state.memory.peak,
             elapsed: start.elapsed(),

@@ -58,8 +58,11 @@ fn invalid(path: impl Into<String>, reason: impl Into<String>) -> CallErrorKind 
     }
 }
 
-/// Size of everything in a response, in bytes, for the response-size limit.
-fn response_size(r: &Answer) -> usize {
+/// Size of everything in a response, in bytes, for the response-size limit: the children's and
+/// the status's JSON text and the strings of its conditions, events and parent metadata, as
+/// they crossed the boundary. Summing lengths, no serialising: cheap enough to report on every
+/// call as well.
+pub(super) fn response_size(r: &Answer) -> usize {
     r.children.iter().map(|c| c.object.len()).sum::<usize>()
         + r.parent_metadata.as_ref().map_or(0, |m| {
             m.labels

@@ -29,12 +29,15 @@ impl Reconciler {
         // The call runs on a blocking thread; it stays inside this reconcile's span, so what the
         // plugin logs names the plugin, the parent and the digest of the code. The result comes
         // back as soon as it exists: that thread then tears the instance down and makes the
-        // next one, off this reconcile's path.
+        // next one, off this reconcile's path. `response_bytes` is the response as the plugin
+        // wrote it (JSON text and strings, [`Outcome::response_bytes`]), measured anyway for
+        // its limit.
         let span = tracing::debug_span!(target: "reconhost::trace", "plugin.call",
             digest = self.plugin.digest(), contract = self.plugin.contract(),
             deadline_ms = u64::try_from(self.plugin.limits().deadline.as_millis()).unwrap_or(u64::MAX),
             elapsed_ms = tracing::field::Empty, memory_peak_bytes = tracing::field::Empty,
-            children = tracing::field::Empty, error = tracing::field::Empty);
+            response_bytes = tracing::field::Empty, children = tracing::field::Empty,
+            error = tracing::field::Empty);
         let call_span = span.clone();
         // Entered under it: the call's span exists only while traces are exported (or
         // RUST_LOG asks for it), and the plugin's log lines must name the reconcile either way.
@@ -59,6 +62,7 @@ impl Reconciler {
                     let elapsed = u64::try_from(outcome.elapsed.as_millis()).unwrap_or(u64::MAX);
                     call_span.record("elapsed_ms", elapsed);
                     call_span.record("memory_peak_bytes", outcome.memory_peak as u64);
+                    call_span.record("response_bytes", outcome.response_bytes as u64);
                     call_span.record("children", outcome.desired.children.len() as u64);
                 }
                 Err(error) => {
