@@ -28,6 +28,7 @@
 //!   under its field manager when the parent does not hold them, or when it holds keys the
 //!   plugin set before and no longer does (so that the apply removes them).
 
+pub mod changes;
 pub mod owned;
 pub mod prune;
 pub mod sequence;
@@ -36,6 +37,7 @@ pub mod status_fields;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+pub use self::changes::Changes;
 pub use self::status_fields::StatusFields;
 use crate::model::{Condition, ConditionStatus, Desired, KindRef, PluginInfo, printable};
 use crate::model::{DECORATOR_LABEL, MAX_CONDITION_MESSAGE, SYNCED};
@@ -96,6 +98,13 @@ pub struct ChildPlan {
     /// For kept and waiting: why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// For a desired child matched to an observed one: the fields its body would change,
+    /// empty when it holds already. Set by [`plan`] and kept when the action changes later
+    /// (held back by a strategy or a wave, or found unchanged by the host's memory of what it
+    /// applied), so a trace can say what an update changes or a held child would. Not part of
+    /// the plan's output (`render`, the record on the parent).
+    #[serde(skip)]
+    pub changes: Changes,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -201,16 +210,16 @@ pub fn plan(
         let found = observed
             .iter()
             .position(|o| same_object(o, &kind, &child_namespace, &name));
-        let action = match found {
-            None => Action::Create,
+        let (action, changes) = match found {
+            None => (Action::Create, Changes::default()),
             Some(i) => {
                 matched[i] = true;
-                let owned_kept = owned::applied_by(&observed[i], &manager)
-                    .is_none_or(|fields| owned::covers(fields, &body));
-                if owned_kept && is_subset(&body, &observed[i]) {
-                    Action::Unchanged
+                let owned = owned::applied_by(&observed[i], &manager);
+                let changes = changes::changes(&body, &observed[i], owned);
+                if changes.is_empty() {
+                    (Action::Unchanged, changes)
                 } else {
-                    Action::Update
+                    (Action::Update, changes)
                 }
             }
         };
@@ -223,6 +232,7 @@ pub fn plan(
             uid: None,
             wave: child.wave,
             why: None,
+            changes,
         });
     }
     for (o, _) in observed.iter().zip(&matched).filter(|(_, m)| !**m) {
@@ -235,6 +245,7 @@ pub fn plan(
             uid: o["metadata"]["uid"].as_str().map(str::to_owned),
             wave: 0,
             why: None,
+            changes: Changes::default(),
         });
     }
 
@@ -358,11 +369,7 @@ pub fn is_subset(desired: &Value, observed: &Value) -> bool {
     match (desired, observed) {
         (Value::Object(d), Value::Object(o)) => d.iter().all(|(k, v)| match o.get(k) {
             Some(ov) => is_subset(v, ov),
-            None => {
-                v.is_null()
-                    || v.as_object().is_some_and(Map::is_empty)
-                    || v.as_array().is_some_and(Vec::is_empty)
-            }
+            None => unset(v),
         }),
         (Value::Array(d), Value::Array(o)) => {
             d.len() == o.len() && d.iter().zip(o).all(|(a, b)| is_subset(a, b))
@@ -370,6 +377,14 @@ pub fn is_subset(desired: &Value, observed: &Value) -> bool {
         (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
         (a, b) => a == b,
     }
+}
+
+/// Whether a desired value missing from the observed object is no difference: null, or empty
+/// (the API server drops empty maps and lists).
+fn unset(v: &Value) -> bool {
+    v.is_null()
+        || v.as_object().is_some_and(Map::is_empty)
+        || v.as_array().is_some_and(Vec::is_empty)
 }
 
 /// The host's `Synced` condition.

@@ -151,6 +151,7 @@ mod tests {
                 uid: None,
                 wave: 0,
                 why: None,
+                changes: Default::default(),
             }],
             status: None,
             finalizer: None,

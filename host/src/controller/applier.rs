@@ -190,9 +190,11 @@ impl Applier {
             parent_written(object, &mut outcome);
         }
         for child in &plan.children {
+            // What it changes, as the planner found it (formatted only when the span is made).
             let span = tracing::debug_span!(target: "reconhost::trace", "child",
                 action = ?child.action, target = %child.target(), wave = child.wave,
-                why = child.why.as_deref().unwrap_or(""));
+                why = child.why.as_deref().unwrap_or(""), changed = %Changed(child),
+                changed_count = changed_count(child));
             match self.child(child).instrument(span).await {
                 Ok(Some(object)) => outcome.written.push(Written {
                     kind: GroupKind::from(&child.kind),
@@ -494,6 +496,38 @@ impl Applier {
     }
 }
 
+/// A child span's `changed`: the fields an update changes (the planner's [`ChildPlan::changes`],
+/// the first few and how many more), or what became of a child with nothing sent: `created`,
+/// `deleted`, `unchanged`, or `skipped` (kept by its update strategy, or waiting for its
+/// wave), with the fields it would change.
+struct Changed<'a>(&'a ChildPlan);
+
+impl std::fmt::Display for Changed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let changes = &self.0.changes;
+        match self.0.action {
+            Action::Create => f.write_str("created"),
+            Action::Delete => f.write_str("deleted"),
+            // Also an update the host's memory of what it applied found already done.
+            Action::Unchanged => f.write_str("unchanged"),
+            Action::Update | Action::Recreate => write!(f, "{changes}"),
+            Action::Kept | Action::Waiting if changes.is_empty() => f.write_str("skipped"),
+            Action::Kept | Action::Waiting => write!(f, "skipped: {changes}"),
+        }
+    }
+}
+
+/// A child span's `changed_count`: how many fields its body changes or would change; 0 for a
+/// child created, deleted or unchanged.
+fn changed_count(child: &ChildPlan) -> u64 {
+    match child.action {
+        Action::Update | Action::Recreate | Action::Kept | Action::Waiting => {
+            child.changes.count() as u64
+        }
+        Action::Create | Action::Delete | Action::Unchanged => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,6 +544,31 @@ mod tests {
             target: "ConfigMap team-a/web".to_owned(),
             source: kube::Error::Api(Box::new(status)),
         }
+    }
+
+    #[test]
+    fn a_child_span_should_say_what_changed_or_why_nothing_was_sent() {
+        let body = json!({"metadata": {"name": "web"}, "data": {"a": "2", "b": "1"}});
+        let held = json!({"metadata": {"name": "web"}, "data": {"a": "1", "b": "1"}});
+        let child = |action| ChildPlan {
+            action,
+            kind: crate::model::KindRef::new("v1", "ConfigMap"),
+            namespace: "team-a".into(),
+            name: "web".into(),
+            object: body.clone(),
+            uid: None,
+            wave: 0,
+            why: None,
+            changes: crate::planner::changes::changes(&body, &held, None),
+        };
+        let said = |action| {
+            let child = child(action);
+            (Changed(&child).to_string(), changed_count(&child))
+        };
+        assert_eq!(said(Action::Update), ("data.a".to_owned(), 1));
+        assert_eq!(said(Action::Waiting), ("skipped: data.a".to_owned(), 1));
+        assert_eq!(said(Action::Unchanged), ("unchanged".to_owned(), 0));
+        assert_eq!(said(Action::Create), ("created".to_owned(), 0));
     }
 
     #[test]

@@ -163,6 +163,7 @@ mod tests {
             uid: None,
             wave: 0,
             why: None,
+            changes: Default::default(),
         }
     }
 

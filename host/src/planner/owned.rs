@@ -77,7 +77,8 @@ pub fn covers(owned: &Value, body: &Value) -> bool {
     })
 }
 
-fn is_list_step(step: &str) -> bool {
+/// Whether a `fieldsV1` step names a list element (`k:`, `v:`, `i:`) rather than a field.
+pub fn is_list_step(step: &str) -> bool {
     ["k:", "v:", "i:"].iter().any(|p| step.starts_with(p))
 }
 

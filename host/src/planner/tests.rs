@@ -104,6 +104,11 @@ fn changed_child_should_be_updated_and_undesired_child_deleted_with_its_uid() {
         "T0",
     );
     assert_eq!(plan.children[0].action, Action::Update);
+    assert_eq!(
+        plan.children[0].changes.shown(),
+        ["data.k"],
+        "what the trace names"
+    );
     assert_eq!(plan.children[1].action, Action::Delete);
     assert_eq!(plan.children[1].name, "gone");
     assert_eq!(plan.children[1].uid.as_deref(), Some("uid-gone"));
@@ -127,6 +132,10 @@ fn child_that_lost_a_field_the_plugin_applied_should_be_updated() {
         "T0",
     );
     assert_eq!(plan_after_removal.children[0].action, Action::Update);
+    assert_eq!(
+        plan_after_removal.children[0].changes.shown(),
+        ["data.gone (removed)"]
+    );
     let both = desired(vec![cm("x", json!({"k": "v", "gone": "w"}))]);
     let steady = plan(
         &info(),

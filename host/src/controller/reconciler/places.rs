@@ -101,6 +101,7 @@ mod tests {
             uid: None,
             wave: 0,
             why: None,
+            changes: Default::default(),
         }
     }
 

@@ -260,6 +260,7 @@ mod tests {
             uid: None,
             wave: 0,
             why: None,
+            changes: Default::default(),
         };
         let plan = Plan {
             children: [
