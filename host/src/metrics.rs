@@ -31,13 +31,9 @@ const RECONCILE_BUCKETS: [f64; 40] = [
     25.0, 30.0, 40.0, 50.0, 60.0,
 ];
 
-fn reconcile_histogram() -> Histogram {
-    Histogram::new(RECONCILE_BUCKETS)
-}
-
-/// Time to converge, in the reconcile buckets, each bucket with the trace of its last
-/// observation (OpenMetrics exemplars) while traces are exported.
-fn converge_histogram() -> HistogramWithExemplars<Labels> {
+/// Reconcile time and time to converge, in the reconcile buckets, each bucket with the trace of
+/// its last observation that named one (OpenMetrics exemplars) while traces are exported.
+fn reconcile_histogram() -> HistogramWithExemplars<Labels> {
     HistogramWithExemplars::new(RECONCILE_BUCKETS.into_iter())
 }
 
@@ -62,7 +58,7 @@ pub struct Metrics {
     reconcile_errors: Family<Labels, Counter>,
     terminal_errors: Family<Labels, Counter>,
     panics: Family<Labels, Counter>,
-    reconcile_time: Histograms,
+    reconcile_time: ExemplarHistograms,
     active_workers: Family<Labels, Gauge>,
     max_concurrent: Family<Labels, Gauge>,
     depth: Family<Labels, Gauge>,
@@ -120,7 +116,7 @@ impl Metrics {
             reconcile_errors: Family::default(),
             terminal_errors: Family::default(),
             panics: Family::default(),
-            reconcile_time: h(reconcile_histogram),
+            reconcile_time: ExemplarHistograms::new_with_constructor(reconcile_histogram),
             active_workers: Family::default(),
             max_concurrent: Family::default(),
             depth: Family::default(),
@@ -131,7 +127,7 @@ impl Metrics {
             unfinished: Family::default(),
             longest: Family::default(),
             call_seconds: h(call_histogram),
-            time_to_converge: ExemplarHistograms::new_with_constructor(converge_histogram),
+            time_to_converge: ExemplarHistograms::new_with_constructor(reconcile_histogram),
             plugin_errors: Family::default(),
             memory_peak: Family::default(),
             applies: Family::default(),
@@ -548,8 +544,8 @@ pub struct ControllerMetrics {
     pub terminal: Counter,
     /// `controller_runtime_reconcile_panics_total`: recovered handler panics (also errors).
     pub panics: Counter,
-    /// `controller_runtime_reconcile_time_seconds`.
-    pub time: Histogram,
+    /// `controller_runtime_reconcile_time_seconds` ([`ControllerMetrics::reconciled`]).
+    pub time: HistogramWithExemplars<Labels>,
     /// `controller_runtime_active_workers`.
     pub active: Gauge,
     /// `controller_runtime_max_concurrent_reconciles`.
@@ -557,6 +553,13 @@ pub struct ControllerMetrics {
 }
 
 impl ControllerMetrics {
+    /// Records how long a reconcile took, with the trace it was exported in, if any (the
+    /// bucket's exemplar).
+    pub fn reconciled(&self, elapsed: Duration, trace_id: Option<String>) {
+        let exemplar = trace_id.map(|id| labels(&[("trace_id", &id)]));
+        self.time.observe(elapsed.as_secs_f64(), exemplar, None);
+    }
+
     #[cfg(test)]
     /// Handles in a registry of their own that nothing encodes, so the worker pool can be
     /// tested without a host.
@@ -699,7 +702,7 @@ mod tests {
         c.errors.inc();
         c.terminal.inc();
         c.panics.inc();
-        c.time.observe(0.02);
+        c.reconciled(Duration::from_millis(20), Some("4bf92f3577b34da6".into()));
         c.active.inc();
         c.max_concurrent.set(4);
         let q = m.queue("webapp");
@@ -726,7 +729,7 @@ mod tests {
             r#"controller_runtime_reconcile_errors_total{controller="webapp"} 1"#,
             r#"controller_runtime_terminal_reconcile_errors_total{controller="webapp"} 1"#,
             r#"controller_runtime_reconcile_panics_total{controller="webapp"} 1"#,
-            r#"controller_runtime_reconcile_time_seconds_bucket{le="0.025",controller="webapp"} 1"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{le="0.025",controller="webapp"} 1 # {trace_id="4bf92f3577b34da6"} 0.02"#,
             r#"controller_runtime_reconcile_time_seconds_bucket{le="60.0",controller="webapp"} 1"#,
             r#"controller_runtime_active_workers{controller="webapp"} 1"#,
             r#"controller_runtime_max_concurrent_reconciles{controller="webapp"} 4"#,
@@ -761,7 +764,7 @@ mod tests {
     #[test]
     fn buckets_should_match_controller_runtime() {
         let m = Metrics::new();
-        m.controller("c").time.observe(1.0);
+        m.controller("c").reconciled(Duration::from_secs(1), None);
         m.queue("c").queue_duration.observe(1.0);
         let text = m.encode();
         let bounds = |name: &str| -> Vec<String> {

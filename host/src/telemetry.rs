@@ -12,6 +12,8 @@
 mod drop;
 pub mod propagate;
 
+use std::cell::RefCell;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
@@ -139,17 +141,55 @@ pub fn caused_by(span: &tracing::Span, attributes: Vec<opentelemetry::KeyValue>,
 /// The current span's trace id (hex), when traces are exported and this one is sampled: the
 /// exemplar that ties a histogram's bucket to a trace.
 pub fn trace_id() -> Option<String> {
+    trace_id_of(&tracing::Span::current())
+}
+
+/// `span`'s trace id (hex), when traces are exported and this one is sampled.
+fn trace_id_of(span: &tracing::Span) -> Option<String> {
     use opentelemetry::trace::TraceContextExt as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     if !enabled() {
         return None;
     }
-    let context = tracing::Span::current().context();
+    let context = span.context();
     let span = context.span();
     let span_context = span.span_context();
     span_context
         .is_sampled()
         .then(|| span_context.trace_id().to_string())
+}
+
+tokio::task_local! {
+    /// The trace of the reconcile a worker is timing ([`timed`]), once [`outcome`] has said
+    /// that it will be exported.
+    static EXPORTED: RefCell<Option<String>>;
+}
+
+/// Records on a reconcile's root `span` what it came to, `changed` or `failed` ([`OUTCOME`]):
+/// its trace is then exported ([`mod@drop`]). The trace also becomes the exemplar of the
+/// reconcile's time, for the worker timing it ([`timed`]); a reconcile that neither wrote nor
+/// failed names none, since its trace is dropped.
+pub fn outcome(span: &tracing::Span, outcome: &'static str) {
+    span.record(OUTCOME, outcome);
+    if let Some(id) = trace_id_of(span) {
+        // Outside a worker's reconcile (a test's) there is no one to tell.
+        let _ = EXPORTED.try_with(|slot| *slot.borrow_mut() = Some(id));
+    }
+}
+
+/// Runs `work`, one reconcile, and gives its output with the trace id that [`outcome`] named
+/// inside it, if any. The reconcile's span is made inside `work` (the worker pool is generic
+/// over what it runs), so the id comes back through a task-local slot rather than the output.
+/// With tracing off, only `work`.
+pub async fn timed<F: Future>(work: F) -> (F::Output, Option<String>) {
+    if !enabled() {
+        return (work.await, None);
+    }
+    let scoped = EXPORTED.scope(RefCell::new(None), work);
+    let mut scoped = std::pin::pin!(scoped);
+    let output = scoped.as_mut().await;
+    let id = scoped.as_mut().take_value().and_then(RefCell::into_inner);
+    (output, id)
 }
 
 /// The name of the span that stands for what caused a reconcile.
@@ -204,4 +244,43 @@ fn provider(endpoint: &str, ratio: f64) -> Result<SdkTracerProvider, TelemetryEr
         ))))
         .with_resource(Resource::builder().with_service_name("reconhost").build())
         .build())
+}
+
+#[cfg(test)]
+mod tests {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_reconcile_that_will_be_exported_should_name_its_trace_to_its_timer() {
+        enable_for_tests();
+        let provider = SdkTracerProvider::builder().build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        let _default = tracing::subscriber::set_default(subscriber);
+        let root =
+            || tracing::info_span!(target: TARGET, "reconcile", outcome = tracing::field::Empty);
+
+        let (span, named) = timed(async {
+            let span = root();
+            outcome(&span, "changed");
+            span
+        })
+        .await;
+        let named = named.expect("the trace of a reconcile that wrote");
+        assert_eq!(named.len(), 32, "{named}");
+        assert_eq!(span.in_scope(trace_id).as_deref(), Some(named.as_str()));
+
+        let ((), unnamed) = timed(async {
+            let _nothing_written = root();
+        })
+        .await;
+        assert_eq!(
+            unnamed, None,
+            "a reconcile that is not exported names no trace"
+        );
+    }
 }

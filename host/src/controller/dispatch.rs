@@ -123,7 +123,7 @@ fn failed_if(span: &tracing::Span, next: &Next, revision: &Revision, key: &Objec
     let triggers = revision.wiring().triggers();
     match next {
         Next::Retry | Next::Terminal => {
-            span.record(crate::telemetry::OUTCOME, "failed");
+            crate::telemetry::outcome(span, "failed");
             if matches!(next, Next::Retry) {
                 triggers.record(key, Trigger::Retry, now);
             }

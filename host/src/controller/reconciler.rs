@@ -369,7 +369,7 @@ impl Reconciler {
         };
         // A reconcile that wrote is exported with its trace; one that changed nothing is not.
         if !plan.is_noop() || !outcome.desired.events.is_empty() {
-            tracing::Span::current().record(crate::telemetry::OUTCOME, "changed");
+            crate::telemetry::outcome(&tracing::Span::current(), "changed");
         }
         self.applier
             .events(&request.parent, &outcome.desired.events)

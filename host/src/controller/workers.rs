@@ -170,7 +170,9 @@ async fn worker<K, F, Fut>(
         // as well as while polling it. Unwind safety: after a panic the future is dropped and
         // nothing it borrowed is reused; the queue's lock is never held across the call.
         let call = AssertUnwindSafe(async { handler(key.clone()).await });
-        let next = match call.catch_unwind().await {
+        // The reconcile names its trace if it is exported: the exemplar of its time.
+        let (next, trace_id) = crate::telemetry::timed(call.catch_unwind()).await;
+        let next = match next {
             Ok(next) => next,
             Err(panic) => {
                 let panic = panic_message(&*panic);
@@ -179,7 +181,7 @@ async fn worker<K, F, Fut>(
                 Next::Retry
             }
         };
-        metrics.time.observe(start.elapsed().as_secs_f64());
+        metrics.reconciled(start.elapsed(), trace_id);
         metrics.active.dec();
         drop(permit);
         match next {
