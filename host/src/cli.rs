@@ -404,6 +404,26 @@ pub struct RunArgs {
     /// The name of the leader-election Lease.
     #[arg(long, default_value = "reconhost-leader")]
     pub leader_election_id: String,
+    /// Share the parents among every replica (each holds a Lease in the ring; every parent is
+    /// reconciled by one live member, chosen by hashing its namespace and name), instead of
+    /// one leader reconciling everything. The Leases live in `--leader-election-namespace`.
+    #[arg(long, conflicts_with = "leader_elect")]
+    pub sharding: bool,
+    /// The ring's name: the `reconhost.dev/ring` label on its members' Leases and their names'
+    /// prefix. Hosts in different rings share nothing.
+    #[arg(long, default_value = "reconhost")]
+    pub sharding_ring: String,
+    /// How long a leader's or a ring member's Lease lasts without renewal (client-go's
+    /// LeaseDuration). Go duration syntax.
+    #[arg(long, default_value = "15s", value_parser = parse_period)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long a leader or a ring member keeps reconciling without renewing its Lease
+    /// (client-go's RenewDeadline); must be shorter than the lease duration.
+    #[arg(long, default_value = "10s", value_parser = parse_period)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often candidates try and Leases are renewed (client-go's RetryPeriod).
+    #[arg(long, default_value = "2s", value_parser = parse_period)]
+    pub leader_elect_retry_period: Duration,
     /// Let plugins reconcile built-in kinds (ConfigMaps, Deployments, ...), not only custom
     /// resources. A plugin for a built-in kind puts its finalizer and status on every such
     /// object in the cluster.

@@ -35,6 +35,8 @@ pub struct Instrumented {
     pub metrics: Arc<Metrics>,
     /// How long a request other than a watch may wait for its answer.
     pub request_timeout: Duration,
+    /// With sharding: writes pass only while this replica's Lease is fresh.
+    pub fence: Option<crate::shard::Fence>,
 }
 
 /// A client for the kubeconfig at `path`, or the usual resolution ($KUBECONFIG,
@@ -61,6 +63,7 @@ pub async fn client(
     let Some(Instrumented {
         metrics,
         request_timeout,
+        fence,
     }) = instrumented
     else {
         config
@@ -79,6 +82,7 @@ pub async fn client(
     let agent = user_agent(None);
     let counted = tower::service_fn(move |mut request: Request<Body>| {
         let (inner, metrics, host) = (inner.clone(), metrics.clone(), host.clone());
+        let fenced = fence.as_ref().is_some_and(|f| !f.is_open()) && is_write(&request);
         // One User-Agent, the plugin revision's when one set it (see `acting_for`).
         request
             .headers_mut()
@@ -87,6 +91,13 @@ pub async fn client(
         crate::telemetry::propagate::inject(request.headers_mut());
         async move {
             let method = request.method().as_str().to_owned();
+            if fenced {
+                // Not sent, so not counted: the API server never saw it.
+                return Err(Box::new(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "this replica's shard Lease was not renewed within the renew deadline; it writes nothing until it rejoins",
+                )) as tower::BoxError);
+            }
             let response = if is_watch(&request) {
                 inner.send(request).await
             } else {
@@ -122,6 +133,17 @@ fn is_watch(request: &Request<Body>) -> bool {
         .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
 }
 
+/// Whether a request changes something: anything but GET, HEAD and OPTIONS, and but the
+/// reviews (access, token), which are created only to ask a question.
+fn is_write(request: &Request<Body>) -> bool {
+    let path = request.uri().path();
+    !matches!(
+        *request.method(),
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    ) && !path.starts_with("/apis/authorization.k8s.io/")
+        && !path.starts_with("/apis/authentication.k8s.io/")
+}
+
 /// The User-Agent of every request the host makes.
 const USER_AGENT: &str = concat!("reconhost/", env!("CARGO_PKG_VERSION"));
 
@@ -155,4 +177,39 @@ pub fn acting_for(base: &kube::Client, for_: &str) -> kube::Client {
         }
     });
     kube::Client::new(service, namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(method: &str, uri: &str) -> Request<Body> {
+        Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Body::empty())
+            .expect("a request")
+    }
+
+    #[test]
+    fn the_fence_should_hold_writes_and_let_reads_and_reviews_through() {
+        for (method, uri) in [
+            ("POST", "/api/v1/namespaces/a/configmaps"),
+            (
+                "PATCH",
+                "/apis/apps/v1/namespaces/a/deployments/web?fieldManager=x",
+            ),
+            ("PUT", "/apis/coordination.k8s.io/v1/namespaces/a/leases/l"),
+            ("DELETE", "/api/v1/namespaces/a/secrets/s"),
+        ] {
+            assert!(is_write(&request(method, uri)), "{method} {uri}");
+        }
+        for (method, uri) in [
+            ("GET", "/api/v1/namespaces/a/configmaps?watch=true"),
+            ("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews"),
+            ("POST", "/apis/authentication.k8s.io/v1/tokenreviews"),
+        ] {
+            assert!(!is_write(&request(method, uri)), "{method} {uri}");
+        }
+    }
 }

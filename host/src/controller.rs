@@ -50,7 +50,7 @@ pub mod workers;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, watch};
 use tokio::task::JoinHandle;
@@ -62,6 +62,7 @@ use self::queue::{Backoff, Priority, WorkQueue};
 pub use self::revision::{Revision, Spec};
 use self::route::{Assignment, Route};
 pub use self::routing::Stage;
+use self::trigger::Trigger;
 pub use self::wiring::{PrepareError, Wiring, same_kind};
 use self::workers::{StopHandle, stop_signal};
 use crate::cache::{GroupKind, ObjectKey};
@@ -120,10 +121,11 @@ impl Controller {
                     return Vec::new();
                 };
                 let wiring = route.stable.wiring();
-                let keys = wiring.parents().store().keys();
-                let now = std::time::Instant::now();
+                let mut keys = wiring.parents().store().keys();
+                keys.retain(|key| route.assignment.owns(key));
+                let now = Instant::now();
                 for key in &keys {
-                    wiring.triggers().record(key, trigger::Trigger::Resync, now);
+                    wiring.triggers().record(key, Trigger::Resync, now);
                 }
                 keys
             };
@@ -211,55 +213,119 @@ impl Controller {
         let mut pools = self.pools.lock().await;
         pools.suspended = false;
         if pools.running.is_none()
-            && self.leads()
+            && self.owns_any()
             && let Some(current) = self.current()
         {
             pools.running = Some(self.start_pool(current.spec().concurrency));
         }
     }
 
-    /// Follows a change of leadership, which is the assignment of every parent or none: a new
-    /// leader starts its pool (unless suspended); a replica that lost the lease stops
-    /// reconciling at once, without waiting for in-flight reconciles, whose writes could now
-    /// race the new leader's.
-    pub async fn lead(&self, leading: bool) {
-        let mut pools = self.pools.lock().await;
-        let assignment = if leading {
-            Assignment::All
-        } else {
-            Assignment::Nothing
-        };
-        {
+    /// Follows a change of the parents this replica owns (leadership is the case of all or
+    /// none; see [`crate::shard`] for the rest), which the caller has already published in
+    /// the context. Takes no lock a swap holds, so a ring member's rounds never wait on a
+    /// plugin's upgrade; [`Controller::staff`] then starts or stops the pool.
+    ///
+    /// Keys no longer owned are skipped from the next dequeue on; those in flight finish
+    /// ([`Controller::moving`] says when none is left), and what is remembered of them is
+    /// forgotten. Parents gained are queued, after the memory kept of them (from when this
+    /// replica last owned them) is forgotten: another replica has reconciled them since.
+    pub fn assign(&self, assignment: &Assignment) {
+        let before = {
             let mut route = self.route.write().expect("route lock poisoned");
-            if let Some(now) = route.as_ref() {
-                let mut next = Route::clone(now);
-                next.assignment = assignment;
+            let now = route.clone();
+            now.map(|now| {
+                let mut next = Route::clone(&now);
+                next.assignment = assignment.clone();
                 *route = Some(Arc::new(next));
+                (now.assignment.clone(), now.stable.wiring().clone())
+            })
+        };
+        let Some((before, wiring)) = before else {
+            return;
+        };
+        let now = Instant::now();
+        let (mut gained, mut lost) = (0, 0);
+        for key in wiring.parents().store().keys() {
+            match (before.owns(&key), assignment.owns(&key)) {
+                (false, true) => {
+                    gained += 1;
+                    wiring.forget(&key);
+                    wiring.triggers().record(&key, Trigger::Route, now);
+                    self.queue.add(key, Priority::Low);
+                }
+                (true, false) => {
+                    lost += 1;
+                    if !self.queue.is_processing(&key) {
+                        wiring.forget(&key);
+                    }
+                }
+                _ => {}
             }
         }
-        if leading {
-            if pools.running.is_none()
-                && !pools.suspended
-                && let Some(current) = self.current()
-            {
-                pools.running = Some(self.start_pool(current.spec().concurrency));
+        self.ctx.metrics.shard_moved("gained", gained);
+        self.ctx.metrics.shard_moved("lost", lost);
+    }
+
+    /// Makes the pool follow the assignment: owning nothing any more stops reconciling at
+    /// once, without waiting for in-flight reconciles (a replica loses everything only when it
+    /// lost its lease, and their writes could race the next owner's; with sharding the
+    /// client's fence refuses them anyway); owning parents starts the pool unless suspended.
+    pub async fn staff(&self) {
+        let mut pools = self.pools.lock().await;
+        if !self.owns_any() {
+            if let Some(pool) = pools.running.take() {
+                pool.stop.stop();
+                pool.task.abort();
             }
-        } else if let Some(pool) = pools.running.take() {
-            pool.stop.stop();
-            pool.task.abort();
+        } else if pools.running.is_none()
+            && !pools.suspended
+            && let Some(current) = self.current()
+        {
+            pools.running = Some(self.start_pool(current.spec().concurrency));
         }
     }
 
-    fn leads(&self) -> bool {
-        *self.ctx.leading.borrow()
+    /// How many reconciles are in flight for parents this replica no longer owns: a replica
+    /// says it has let them go only once this is zero.
+    pub fn moving(&self) -> usize {
+        let route = self.route.read().expect("route lock poisoned");
+        let Some(route) = route.as_ref() else {
+            return 0;
+        };
+        self.queue
+            .processing()
+            .iter()
+            .filter(|key| !route.assignment.owns(key))
+            .count()
+    }
+
+    /// How many cached parents this replica owns.
+    pub fn owned(&self) -> usize {
+        let route = self.route.read().expect("route lock poisoned");
+        let Some(route) = route.as_ref() else {
+            return 0;
+        };
+        match &route.assignment {
+            Assignment::All => route.stable.wiring().parents().store().len(),
+            Assignment::Nothing => 0,
+            Assignment::Shard(claims) => route
+                .stable
+                .wiring()
+                .parents()
+                .store()
+                .keys()
+                .iter()
+                .filter(|key| claims.owns(key))
+                .count(),
+        }
+    }
+
+    fn owns_any(&self) -> bool {
+        !self.ctx.assignment.borrow().is_nothing()
     }
 
     fn assignment(&self) -> Assignment {
-        if self.leads() {
-            Assignment::All
-        } else {
-            Assignment::Nothing
-        }
+        self.ctx.assignment.borrow().clone()
     }
 
     /// Stops in order: no new work, in-flight reconciles finish (bounded by the grace period),

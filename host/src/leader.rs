@@ -28,12 +28,48 @@ use tracing::{info, warn};
 
 use crate::controller::workers::Stop;
 
-/// controller-runtime's defaults.
-pub const LEASE_DURATION: Duration = Duration::from_secs(15);
-/// How long a leader may go without a successful renewal before it stops leading.
-pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
-/// How often candidates try and leaders renew.
-pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
+/// A Lease's timings (controller-runtime's defaults: 15 s, 10 s, 2 s), also the sharding ring's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// How long a Lease lasts without renewal.
+    pub lease: Duration,
+    /// How long a holder may go without a successful renewal before it stops reconciling.
+    pub renew: Duration,
+    /// How often candidates try and holders renew.
+    pub retry: Duration,
+}
+
+impl Timings {
+    /// The timings, if they keep client-go's order: the renew deadline ends before the lease
+    /// can expire for the others, and a renewal (with its jitter) fits in the deadline.
+    pub fn new(lease: Duration, renew: Duration, retry: Duration) -> Result<Self, String> {
+        if renew >= lease {
+            return Err(format!(
+                "the renew deadline ({renew:?}) must be shorter than the lease duration ({lease:?})"
+            ));
+        }
+        if retry.mul_f64(1.2) >= renew || retry.is_zero() {
+            return Err(format!(
+                "the retry period ({retry:?}, with 20 % jitter) must be positive and shorter than the renew deadline ({renew:?})"
+            ));
+        }
+        Ok(Self {
+            lease,
+            renew,
+            retry,
+        })
+    }
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(15),
+            renew: Duration::from_secs(10),
+            retry: Duration::from_secs(2),
+        }
+    }
+}
 
 /// Where the lease is and who this replica is.
 #[derive(Debug, Clone)]
@@ -44,6 +80,8 @@ pub struct Election {
     pub name: String,
     /// This replica's identity: its host name and a random suffix.
     pub identity: String,
+    /// The Lease's timings.
+    pub timings: Timings,
 }
 
 /// What this replica last saw of the lease, and when it saw it change.
@@ -81,7 +119,7 @@ pub async fn run(
             }
             Err(error) => {
                 warn!(lease = %election.name, %error, "leader election request failed");
-                if is_leader && renewed.is_none_or(|t| t.elapsed() >= RENEW_DEADLINE) {
+                if is_leader && renewed.is_none_or(|t| t.elapsed() >= election.timings.renew) {
                     warn!(lease = %election.name, "could not renew within the renew deadline; no longer the leader");
                     leading.send_replace(false);
                 }
@@ -89,7 +127,7 @@ pub async fn run(
         }
         tokio::select! {
             () = stop.stopped() => break,
-            () = tokio::time::sleep(jittered(RETRY_PERIOD)) => {}
+            () = tokio::time::sleep(jittered(election.timings.retry)) => {}
         }
     }
     if *leading.borrow() {
@@ -119,7 +157,7 @@ async fn try_acquire_or_renew(
             },
             spec: Some(LeaseSpec {
                 holder_identity: Some(election.identity.clone()),
-                lease_duration_seconds: Some(LEASE_DURATION.as_secs() as i32),
+                lease_duration_seconds: Some(election.timings.lease.as_secs() as i32),
                 acquire_time: Some(now.clone()),
                 renew_time: Some(now),
                 lease_transitions: Some(0),
@@ -160,7 +198,7 @@ async fn try_acquire_or_renew(
         next.holder_identity = Some(election.identity.clone());
     }
     next.renew_time = Some(now);
-    next.lease_duration_seconds = Some(LEASE_DURATION.as_secs() as i32);
+    next.lease_duration_seconds = Some(election.timings.lease.as_secs() as i32);
     lease.spec = Some(next);
     // `replace` sends the resourceVersion read above: a concurrent change is a 409.
     match api
@@ -204,7 +242,7 @@ async fn release(api: &Api<Lease>, election: &Election) -> Result<(), kube::Erro
 
 /// `period` stretched by up to 20 % (client-go's JitterFactor 1.2), so candidates started
 /// together do not knock at the same moment.
-fn jittered(period: Duration) -> Duration {
+pub fn jittered(period: Duration) -> Duration {
     use std::hash::BuildHasher as _;
     let random = std::collections::hash_map::RandomState::new().hash_one(());
     let fraction = (random >> 11) as f64 / (1u64 << 53) as f64;

@@ -65,6 +65,7 @@ pub mod render;
 pub mod run;
 pub mod runtime;
 pub(crate) mod selector;
+pub(crate) mod shard;
 pub(crate) mod source;
 pub(crate) mod supervisor;
 pub mod telemetry;

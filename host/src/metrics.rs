@@ -88,6 +88,10 @@ pub struct Metrics {
     fetch_seconds: Histograms,
     compile_seconds: Histograms,
     time_to_converge: ExemplarHistograms,
+    shard_members: Gauge,
+    shard_owned: Family<Labels, Gauge>,
+    shard_moved: Family<Labels, Counter>,
+    shard_handover: Histogram,
 }
 
 /// Fetches and compiles take from a millisecond (a cached Rust plugin) to a minute (an 18 MB
@@ -146,6 +150,12 @@ impl Metrics {
             plugin_states: Family::default(),
             fetch_seconds: h(load_histogram),
             compile_seconds: h(load_histogram),
+            shard_members: Gauge::default(),
+            shard_owned: Family::default(),
+            shard_moved: Family::default(),
+            // From 10 ms (a move with nothing in flight) doubling to 164 s (reconciles that
+            // run to the grace period).
+            shard_handover: Histogram::new(exponential_buckets(0.01, 2.0, 15)),
             registry: Registry::default(),
         };
         // prometheus-client appends `_total` to counters itself.
@@ -316,6 +326,26 @@ impl Metrics {
             "Time to compile a component or load it from the compiled-code cache, by provenance",
             m.compile_seconds.clone(),
         );
+        r.register(
+            "reconhost_shard_members",
+            "Live members of this replica's ring, itself included, as it last read their Leases (0 without sharding)",
+            m.shard_members.clone(),
+        );
+        r.register(
+            "reconhost_shard_parents_owned",
+            "Cached parents this replica reconciles, per plugin",
+            m.shard_owned.clone(),
+        );
+        r.register(
+            "reconhost_shard_moved_parents",
+            "Parents that changed owner at this replica, by direction (gained, lost)",
+            m.shard_moved.clone(),
+        );
+        r.register(
+            "reconhost_shard_handover_seconds",
+            "Time from deciding to leave parents to the other members to publishing it: the drain of their in-flight reconciles",
+            m.shard_handover.clone(),
+        );
         for result in ["installed", "upgraded", "failed"] {
             let _ = m.swaps.get_or_create(&labels(&[("result", result)]));
         }
@@ -433,6 +463,29 @@ impl Metrics {
                 ("host", host),
             ]))
             .inc();
+    }
+
+    /// Records a reading of the ring: its live members and the parents owned per plugin.
+    pub fn shard(&self, members: usize, owned: &[(String, usize)]) {
+        self.shard_members
+            .set(i64::try_from(members).unwrap_or(i64::MAX));
+        for (plugin, count) in owned {
+            self.shard_owned
+                .get_or_create_owned(&labels(&[("plugin", plugin)]))
+                .set(i64::try_from(*count).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Counts parents that moved to (`gained`) or from (`lost`) this replica.
+    pub fn shard_moved(&self, direction: &str, parents: usize) {
+        self.shard_moved
+            .get_or_create_owned(&labels(&[("direction", direction)]))
+            .inc_by(parents as u64);
+    }
+
+    /// Records how long a handover's drain took.
+    pub fn shard_handover(&self, elapsed: Duration) {
+        self.shard_handover.observe(elapsed.as_secs_f64());
     }
 
     /// Handles for plugin installs and upgrades.

@@ -29,7 +29,9 @@ use tracing::{info, warn};
 
 use crate::cache::Informers;
 use crate::cli::RunArgs;
+use crate::controller::context::HostLeases;
 use crate::controller::guest_memory::{self, GuestMemory};
+use crate::controller::route::Assignment;
 use crate::controller::workers::stop_signal;
 use crate::controller::{Context, Spec};
 use crate::identity::access::Access;
@@ -38,6 +40,7 @@ use crate::lifecycle::load::Loader;
 use crate::lifecycle::{Defaults, Lifecycle};
 use crate::metrics::Metrics;
 use crate::runtime::{Limits, Runtime};
+use crate::shard::Ring;
 use crate::source::{SourceConfig, Sources};
 use crate::supervisor::Supervisor;
 
@@ -47,11 +50,25 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let metrics = Metrics::new();
-    let instrumented = crate::client::Instrumented {
+    let timings = leader::Timings::new(
+        args.leader_elect_lease_duration,
+        args.leader_elect_renew_deadline,
+        args.leader_elect_retry_period,
+    )
+    .map_err(|e| anyhow::anyhow!("--leader-elect-*: {e}"))?;
+    // With sharding every write waits on the fence; the ring's own Lease writes go through a
+    // client without it.
+    let fence = args.sharding.then(crate::shard::Fence::default);
+    let instrumented = |fence| crate::client::Instrumented {
         metrics: metrics.clone(),
         request_timeout: args.request_timeout,
+        fence,
     };
-    let client = crate::client::client(args.kubeconfig.as_deref(), Some(instrumented)).await?;
+    let client = crate::client::client(
+        args.kubeconfig.as_deref(),
+        Some(instrumented(fence.clone())),
+    )
+    .await?;
     let version = client
         .apiserver_version()
         .await
@@ -66,32 +83,63 @@ pub async fn run(
     let informers = Informers::new(client.clone(), args.namespace.clone(), args.watch_timeout);
     let grace = Duration::from_secs(args.graceful_shutdown_seconds);
     let (stop_election, election_stop) = stop_signal();
-    let (leading_tx, leading) = watch::channel(!args.leader_elect);
+    let (leading_tx, leading) = watch::channel(!args.leader_elect && !args.sharding);
+    let mut leading_tx = Some(leading_tx);
+    let (assignment_tx, assignment) = watch::channel(if args.leader_elect || args.sharding {
+        Assignment::Nothing
+    } else {
+        Assignment::All
+    });
+    let lease_namespace = || match &args.leader_election_namespace {
+        Some(ns) => Ok(ns.clone()),
+        None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+            .map(|ns| ns.trim().to_owned())
+            .context(
+                "--leader-elect and --sharding need --leader-election-namespace outside a cluster",
+            ),
+    };
     let mut lease = None;
+    let ring = if args.sharding {
+        let ring = Ring::new(
+            &lease_namespace()?,
+            &args.sharding_ring,
+            &leader::identity(),
+            timings,
+        );
+        lease = Some(HostLeases {
+            namespace: ring.namespace.clone(),
+            name: ring.prefix(),
+            prefix: true,
+        });
+        Some(ring)
+    } else {
+        None
+    };
     let election = if args.leader_elect {
-        let namespace = match &args.leader_election_namespace {
-            Some(ns) => ns.clone(),
-            None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
-                .map(|ns| ns.trim().to_owned())
-                .context("--leader-elect needs --leader-election-namespace outside a cluster")?,
-        };
         let election = Election {
-            namespace,
+            namespace: lease_namespace()?,
             name: args.leader_election_id.clone(),
             identity: leader::identity(),
+            timings,
         };
-        lease = Some((election.namespace.clone(), election.name.clone()));
+        lease = Some(HostLeases {
+            namespace: election.namespace.clone(),
+            name: election.name.clone(),
+            prefix: false,
+        });
         info!(lease = %format!("{}/{}", election.namespace, election.name),
               identity = %election.identity, "leader election: reconciling only while leading");
         Some(tokio::spawn(leader::run(
             client.clone(),
             election,
-            leading_tx,
-            election_stop,
+            leading_tx.take().expect("the leadership's sender"),
+            election_stop.clone(),
         )))
-    } else {
+    } else if ring.is_none() {
         // No election: this replica always leads. The sender is kept so the value never ends.
-        std::mem::forget(leading_tx);
+        std::mem::forget(leading_tx.take());
+        None
+    } else {
         None
     };
     let guest_budget =
@@ -106,7 +154,7 @@ pub async fn run(
         .ok()
         .map(|ns| ns.trim().to_owned())
         .into_iter()
-        .chain(lease.as_ref().map(|(ns, _)| ns.clone()))
+        .chain(lease.as_ref().map(|l| l.namespace.clone()))
         .filter(|ns| !ns.is_empty())
         .collect();
     let access = Arc::new(Access::new(client.clone()).with_metrics(metrics.clone()));
@@ -121,11 +169,36 @@ pub async fn run(
         allow_builtin_parents: args.allow_builtin_parents,
         fights: args.fight_policy(),
         leading,
+        assignment,
         protected_namespaces,
         lease,
         guest_memory: GuestMemory::new(guest_budget),
     };
-    let supervisor = Arc::new(Supervisor::new(ctx, args.cache_sync_timeout));
+    let supervisor = Arc::new(Supervisor::new(ctx, args.cache_sync_timeout, assignment_tx));
+    let membership = match (ring, fence) {
+        (Some(ring), Some(fence)) => {
+            let lease_client =
+                crate::client::client(args.kubeconfig.as_deref(), Some(instrumented(None))).await?;
+            Some(tokio::spawn(crate::shard::run(
+                lease_client,
+                ring,
+                supervisor.clone(),
+                leading_tx.take().expect("the leadership's sender"),
+                fence,
+                metrics.clone(),
+                election_stop,
+            )))
+        }
+        _ => {
+            if args.leader_elect {
+                tokio::spawn(crate::supervisor::follow_leadership(
+                    Arc::downgrade(&supervisor),
+                    supervisor.context().leading.clone(),
+                ));
+            }
+            None
+        }
+    };
     let concurrency = usize::from(args.max_concurrent_reconciles);
 
     let (stop, stopped) = watch::channel(false);
@@ -228,8 +301,8 @@ pub async fn run(
     supervisor.shutdown().await;
     // Released only once nothing reconciles any more, so the next leader never overlaps.
     stop_election.stop();
-    if let Some(election) = election {
-        let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
+    for task in [election, membership].into_iter().flatten() {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
     for task in background {
         if tokio::time::timeout(grace, task).await.is_err() {

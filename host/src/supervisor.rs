@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use tracing::info;
 
 use crate::cache::GroupKind;
+use crate::controller::route::Assignment;
 use crate::controller::{Context, Controller, PrepareError, Revision, Spec, short};
 
 /// Why the supervisor refused or could not complete an install.
@@ -120,38 +121,85 @@ pub struct Supervisor {
     /// The child kinds each owner's plugin creates, for the cycle check.
     edges: Mutex<HashMap<String, (GroupKind, Vec<GroupKind>)>>,
     sync_timeout: Duration,
+    /// The parents this replica owns, as the controllers follow it.
+    assignment: tokio::sync::watch::Sender<Assignment>,
+}
+
+/// Makes every controller follow the replica's leadership (leader election: all parents or
+/// none) until the election ends.
+pub async fn follow_leadership(
+    supervisor: std::sync::Weak<Supervisor>,
+    mut leading: tokio::sync::watch::Receiver<bool>,
+) {
+    while leading.changed().await.is_ok() {
+        let now = *leading.borrow_and_update();
+        let Some(supervisor) = supervisor.upgrade() else {
+            return;
+        };
+        let assignment = if now {
+            Assignment::All
+        } else {
+            Assignment::Nothing
+        };
+        supervisor.assign(assignment);
+    }
 }
 
 impl Supervisor {
     /// A supervisor starting controllers on `ctx`, waiting at most `sync_timeout` for a new
-    /// revision's caches.
-    pub fn new(ctx: Context, sync_timeout: Duration) -> Self {
-        let entries: Arc<Mutex<HashMap<String, Arc<Controller>>>> = Arc::default();
-        // Every controller follows the replica's leadership.
-        let (mut leading, weak) = (ctx.leading.clone(), Arc::downgrade(&entries));
-        tokio::spawn(async move {
-            while leading.changed().await.is_ok() {
-                let now = *leading.borrow_and_update();
-                let Some(entries) = weak.upgrade() else {
-                    return;
-                };
-                let all: Vec<Arc<Controller>> = entries
-                    .lock()
-                    .expect("supervisor lock poisoned")
-                    .values()
-                    .cloned()
-                    .collect();
-                for controller in all {
-                    controller.lead(now).await;
-                }
-            }
-        });
+    /// revision's caches; it publishes the replica's assignment on `assignment` (whose
+    /// receiver is `ctx.assignment`).
+    pub fn new(
+        ctx: Context,
+        sync_timeout: Duration,
+        assignment: tokio::sync::watch::Sender<Assignment>,
+    ) -> Self {
         Self {
             ctx,
-            entries,
+            entries: Arc::default(),
             edges: Mutex::new(HashMap::new()),
             sync_timeout,
+            assignment,
         }
+    }
+
+    /// Gives every controller, and every one started from now on, the parents this replica
+    /// owns now (see [`Controller::assign`]); their pools follow in the background.
+    pub fn assign(&self, assignment: Assignment) {
+        // A ring is read every retry period; most readings change nothing, and following one
+        // walks every cached parent.
+        if *self.assignment.borrow() == assignment {
+            return;
+        }
+        self.assignment.send_replace(assignment.clone());
+        for controller in self.controllers() {
+            controller.assign(&assignment);
+            // Not awaited here: a swap or a suspend in progress holds the pool for up to the
+            // grace period, longer than a ring member may go without renewing.
+            tokio::spawn(async move { controller.staff().await });
+        }
+    }
+
+    /// Reconciles in flight for parents this replica no longer owns, across controllers.
+    pub fn moving(&self) -> usize {
+        self.controllers().iter().map(|c| c.moving()).sum()
+    }
+
+    /// The parents each controller owns, by plugin name.
+    pub fn owned(&self) -> Vec<(String, usize)> {
+        self.controllers()
+            .iter()
+            .map(|c| (c.name().to_owned(), c.owned()))
+            .collect()
+    }
+
+    fn controllers(&self) -> Vec<Arc<Controller>> {
+        self.entries
+            .lock()
+            .expect("supervisor lock poisoned")
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// The controller context.
@@ -416,6 +464,7 @@ mod tests {
     fn supervisor() -> Supervisor {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
         let client = kube::Client::try_from(config).expect("a client");
+        let assignment = tokio::sync::watch::Sender::new(Assignment::All);
         let ctx = Context {
             informers: Informers::new(client.clone(), None, Duration::from_secs(290)),
             client: client.clone(),
@@ -427,11 +476,12 @@ mod tests {
             allow_builtin_parents: false,
             fights: crate::controller::fight::FightPolicy::default(),
             leading: tokio::sync::watch::channel(true).1,
+            assignment: assignment.subscribe(),
             protected_namespaces: Default::default(),
             lease: None,
             guest_memory: crate::controller::guest_memory::GuestMemory::new(None),
         };
-        Supervisor::new(ctx, Duration::from_secs(1))
+        Supervisor::new(ctx, Duration::from_secs(1), assignment)
     }
 
     fn kind(kind: &str) -> GroupKind {

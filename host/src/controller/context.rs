@@ -13,6 +13,29 @@ use crate::cache::Informers;
 use crate::identity::access::Access;
 use crate::metrics::Metrics;
 
+/// The host's own Leases, in one namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLeases {
+    /// Their namespace.
+    pub namespace: String,
+    /// The leader-election Lease's name, or with sharding the prefix of every member's.
+    pub name: String,
+    /// Whether `name` is a prefix.
+    pub prefix: bool,
+}
+
+impl HostLeases {
+    /// Whether the Lease `namespace/name` is one of them.
+    pub fn holds(&self, namespace: &str, name: &str) -> bool {
+        namespace == self.namespace
+            && if self.prefix {
+                name.starts_with(&self.name)
+            } else {
+                name == self.name
+            }
+    }
+}
+
 /// What every controller of a host shares.
 #[derive(Clone)]
 pub struct Context {
@@ -34,14 +57,18 @@ pub struct Context {
     pub allow_builtin_parents: bool,
     /// When a fight over a child's field trips the breaker (`--fight-*`).
     pub fights: FightPolicy,
-    /// Whether this replica leads (always, without leader election): worker pools run only
-    /// while it does; caches and generations are kept either way.
+    /// Whether this replica does the host's own writes (the ReconcilePlugins' status, their
+    /// finalizers): always without leader election or sharding; the leader with it; with
+    /// sharding, the member owning the lifecycle's key ([`crate::shard::LIFECYCLE`]).
     pub leading: tokio::sync::watch::Receiver<bool>,
+    /// The parents this replica reconciles: worker pools run only while it owns any; caches
+    /// and revisions are kept either way. Published by [`crate::supervisor::Supervisor::assign`].
+    pub assignment: tokio::sync::watch::Receiver<super::route::Assignment>,
     /// The host's own namespaces (where it runs, its Lease's), whose Namespace objects no
     /// plugin's child may be.
     pub protected_namespaces: BTreeSet<String>,
-    /// The host's leader Lease (`namespace`, `name`), when it elects one.
-    pub lease: Option<(String, String)>,
+    /// The host's own Leases (leader election's, or the ring's members'), no plugin's child.
+    pub lease: Option<HostLeases>,
     /// The guest memory all calls together may hold.
     pub guest_memory: GuestMemory,
 }

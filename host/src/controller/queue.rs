@@ -426,6 +426,16 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
         self.shared.lock().failures.remove(key);
     }
 
+    /// The keys handed out and not yet done.
+    pub fn processing(&self) -> Vec<K> {
+        self.shared.lock().processing.keys().cloned().collect()
+    }
+
+    /// Whether `key` is handed out and not yet done.
+    pub fn is_processing(&self, key: &K) -> bool {
+        self.shared.lock().processing.contains_key(key)
+    }
+
     #[cfg(test)]
     /// How many times `key` has failed since it was last forgotten.
     pub fn num_requeues(&self, key: &K) -> u32 {

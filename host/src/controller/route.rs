@@ -9,24 +9,38 @@
 //! A parent's share position never changes (its UID is fixed), so a candidate whose share grows
 //! only ever gains parents, and one whose share shrinks only loses them.
 
+use std::sync::Arc;
+
 use sha2::{Digest as _, Sha256};
 
 use crate::cache::ObjectKey;
 use crate::selector::Selector;
+use crate::shard::ring::Claims;
 
 /// Which parents this replica owns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Assignment {
-    /// Every parent (the leader, or a host without leader election).
+    /// Every parent (the leader, or a host without leader election or sharding).
     All,
-    /// None (a standby replica).
+    /// None (a standby replica, or a member that has not joined its ring yet).
     Nothing,
+    /// The parents its claims give it, as one of several active members of a ring.
+    Shard(Arc<Claims>),
 }
 
 impl Assignment {
     /// Whether this replica owns `key`.
-    pub fn owns(&self, _key: &ObjectKey) -> bool {
-        matches!(self, Self::All)
+    pub fn owns(&self, key: &ObjectKey) -> bool {
+        match self {
+            Self::All => true,
+            Self::Nothing => false,
+            Self::Shard(claims) => claims.owns(key),
+        }
+    }
+
+    /// Whether it owns no parent at all.
+    pub fn is_nothing(&self) -> bool {
+        matches!(self, Self::Nothing)
     }
 }
 

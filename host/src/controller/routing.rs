@@ -139,12 +139,16 @@ impl Controller {
         let mut pools = self.pools.lock().await;
         let (old, new) = {
             let mut route = self.route.write().expect("route lock poisoned");
-            let Some(new) = change(route.as_deref()).map(Arc::new) else {
+            let Some(mut new) = change(route.as_deref()) else {
                 return route.clone();
             };
+            // Read under the route's lock: an assignment published meanwhile is either read
+            // here or written over this route by `Controller::assign` right after.
+            new.assignment = self.assignment();
+            let new = Arc::new(new);
             (route.replace(new.clone()), new)
         };
-        if !pools.suspended && self.leads() {
+        if !pools.suspended && self.owns_any() {
             let workers = new.stable.spec().concurrency;
             if pools.running.as_ref().is_none_or(|p| p.workers != workers) {
                 let replaced = pools.running.replace(self.start_pool(workers));

@@ -67,11 +67,12 @@ async fn chart_should_lint_and_render_a_hardened_least_privilege_install() {
         "the tag is the appVersion"
     );
     let args = strings(&container["args"]);
+    // Two replicas by default: they share the parents in a ring named after the release.
     for flag in [
         "run",
-        "--leader-elect",
+        "--sharding",
+        "--sharding-ring=rh-reconhost",
         "--leader-election-namespace=reconhost-system",
-        "--leader-election-id=reconhost-leader",
         "--metrics-bind-address=:8080",
         "--health-probe-bind-address=:8081",
     ] {
@@ -146,11 +147,43 @@ async fn chart_should_lint_and_render_a_hardened_least_privilege_install() {
         namespace["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
         "uninstalling the host must not delete the plugins' ServiceAccounts and sources"
     );
+    assert!(!args.contains(&"--leader-elect"), "sharding, not a leader");
     let lease_role = find(&rendered, "Role", "rh-reconhost-leader-election").unwrap();
     assert_eq!(
         strings(&lease_role["rules"][0]["resources"]),
         ["leases"],
         "the leader-election Role is about Leases only"
+    );
+    assert_eq!(
+        strings(&lease_role["rules"][0]["verbs"]),
+        ["get", "list", "create", "update", "delete"],
+        "members list the ring and delete their own Lease on leaving"
+    );
+    // Without sharding, the replicas elect a leader.
+    let elected =
+        objects(&template("rh", "reconhost-system", &["sharding.enabled=false"]).unwrap());
+    let args = strings(
+        &find(&elected, "Deployment", "rh-reconhost").unwrap()["spec"]["template"]["spec"]
+            ["containers"][0]["args"],
+    )
+    .into_iter()
+    .map(str::to_owned)
+    .collect::<Vec<_>>();
+    for flag in [
+        "--leader-elect",
+        "--leader-election-namespace=reconhost-system",
+        "--leader-election-id=reconhost-leader",
+    ] {
+        assert!(
+            args.contains(&flag.to_owned()),
+            "{flag} missing from {args:?}"
+        );
+    }
+    assert!(!args.contains(&"--sharding".to_owned()));
+    let lease_role = find(&elected, "Role", "rh-reconhost-leader-election").unwrap();
+    assert_eq!(
+        strings(&lease_role["rules"][0]["verbs"]),
+        ["get", "create", "update"]
     );
     assert!(find(&rendered, "PodDisruptionBudget", "rh-reconhost").is_some());
     assert!(find(&rendered, "Service", "rh-reconhost-metrics").is_some());
@@ -207,6 +240,10 @@ async fn chart_should_lint_and_render_a_hardened_least_privilege_install() {
     assert!(args.contains(&"--namespace=team-a".to_owned()));
     assert!(args.contains(&"--insecure-registry=registry.local:5000".to_owned()));
     assert!(!args.iter().any(|a| a.starts_with("--leader-elect")));
+    assert!(
+        !args.contains(&"--sharding".to_owned()),
+        "one replica shares with nobody"
+    );
 }
 
 #[test]

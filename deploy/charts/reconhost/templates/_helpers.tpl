@@ -50,3 +50,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and (eq (get $annotations "meta.helm.sh/release-name") $root.Release.Name) (eq (get $annotations "meta.helm.sh/release-namespace") $root.Release.Namespace) }}true{{ end }}
 {{- end }}
 {{- end }}
+
+{{/* Whether the replicas share the parents (sharding) rather than elect a leader. */}}
+{{- define "reconhost.sharded" -}}
+{{- if and .Values.sharding.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
+{{- end }}

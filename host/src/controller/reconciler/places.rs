@@ -1,6 +1,6 @@
 //! Where a plugin's children may go, decided before anything is written: in the right scope for
 //! their kind, inside what the host watches (so the takeover check, which asks the cache, has
-//! the whole answer), and never onto the host's own leader Lease or its Namespace object.
+//! the whole answer), and never onto the host's own Leases or its Namespace object.
 
 use std::collections::BTreeSet;
 
@@ -15,8 +15,9 @@ pub struct Bounds {
     /// The host's own namespaces (where it runs, where its Lease is): their Namespace objects
     /// are no plugin's children.
     pub protected: BTreeSet<String>,
-    /// The host's leader Lease (`namespace`, `name`), no plugin's child either.
-    pub lease: Option<(String, String)>,
+    /// The host's own Leases (leader election's, the ring members'), no plugin's children
+    /// either.
+    pub lease: Option<crate::controller::context::HostLeases>,
 }
 
 /// Whether a child's kind is namespaced (`None`: not one of the plugin's child kinds, which
@@ -49,10 +50,10 @@ pub fn check(plan: &Plan, namespaced: Scope<'_>, bounds: &Bounds) -> Result<(), 
                     && bounds
                         .lease
                         .as_ref()
-                        .is_some_and(|(n, name)| n == ns && *name == child.name) =>
+                        .is_some_and(|l| l.holds(ns, &child.name)) =>
             {
                 return Err(format!(
-                    "{}: it is the host's leader Lease; no plugin writes it",
+                    "{}: it is one of the host's own Leases; no plugin writes it",
                     child.target()
                 ));
             }
@@ -87,6 +88,7 @@ pub fn check(plan: &Plan, namespaced: Scope<'_>, bounds: &Bounds) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::context::HostLeases;
     use crate::model::KindRef;
     use crate::planner::ChildPlan;
     use serde_json::json;
@@ -125,7 +127,11 @@ mod tests {
         let bounds = Bounds {
             watched: Some(BTreeSet::from(["team".to_owned()])),
             protected: BTreeSet::from(["reconhost-system".to_owned()]),
-            lease: Some(("team".into(), "reconhost-leader".into())),
+            lease: Some(HostLeases {
+                namespace: "team".into(),
+                name: "reconhost-leader".into(),
+                prefix: false,
+            }),
         };
         assert_eq!(
             check_one(child("v1", "ConfigMap", "team", "a"), &bounds),
@@ -141,7 +147,7 @@ mod tests {
             &bounds,
         )
         .unwrap_err();
-        assert!(lease.contains("the host's leader Lease"), "{lease}");
+        assert!(lease.contains("the host's own Leases"), "{lease}");
         assert_eq!(
             check_one(
                 child("coordination.k8s.io/v1", "Lease", "team", "mine"),
@@ -150,6 +156,23 @@ mod tests {
             Ok(()),
             "another Lease is the takeover check's to judge"
         );
+        // With sharding, every member's Lease: the ring's prefix.
+        let ring = Bounds {
+            lease: Some(HostLeases {
+                namespace: "team".into(),
+                name: "reconhost-ring-".into(),
+                prefix: true,
+            }),
+            ..bounds.clone()
+        };
+        let member = child(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "team",
+            "reconhost-ring-b-1",
+        );
+        assert!(check_one(member.clone(), &ring).is_err());
+        assert_eq!(check_one(member, &bounds), Ok(()));
         let elsewhere = check_one(child("v1", "Secret", "kube-system", "x"), &bounds).unwrap_err();
         assert!(elsewhere.contains("in namespace team only"), "{elsewhere}");
         let namespace =

@@ -9,12 +9,14 @@
 //! - `throttling`: API Priority and Fairness refusing the host's requests.
 //! - `network`: latency, resets and a stalled connection through toxiproxy.
 //! - `contention`: a controller fight, and a slow plugin beside a fast one.
+//! - `sharding`: replicas with `--sharding` scaled, restarted, killed and cut off.
 
 use crate::common;
 
 mod contention;
 mod network;
 mod outages;
+mod sharding;
 mod throttling;
 
 use std::time::{Duration, Instant};

@@ -1,0 +1,465 @@
+//! Several active replicas sharing the parents (`--sharding`): membership on Kubernetes
+//! Leases, assignment by rendezvous hashing, and a handover in which two replicas never
+//! reconcile the same parent.
+//!
+//! **Membership.** Each replica holds its own `coordination.k8s.io` Lease in the host's
+//! namespace, named `<ring>-<identity>` and labelled `reconhost.dev/ring=<ring>`, renewed every
+//! retry period. A member is alive while its Lease's record changes within the Lease's
+//! duration as *this* replica observed it ([`members`], client-go's rule: clocks are only
+//! compared with themselves). A replica that could not renew within the renew deadline stops
+//! reconciling at once and closes its [`Fence`], so that its client refuses every write, before
+//! its Lease can expire for the others (10 s < 15 s).
+//!
+//! **Assignment.** Every replica computes, from the live Leases, the view (the set of members)
+//! and from it each parent's owner by rendezvous hashing of the parent's namespace and name
+//! ([`ring`]). No sharder, no webhook, no label on the objects. Children and reads follow their
+//! parent because the unit of work is the parent's key. The host's own writes (the
+//! ReconcilePlugins' status and finalizers) follow the key [`LIFECYCLE`] the same way.
+//!
+//! **Handover.** Each member publishes in its Lease (annotation `reconhost.dev/view`) the view
+//! it serves under. A replica reconciles a parent only if its own published view gives it the
+//! parent and no other live member's published view gives that member the parent
+//! ([`ring::Claims`]). When the view changes, a replica first serves only what both its old and
+//! its new view give it, waits until no reconcile of a parent it gives up is in flight, and only
+//! then publishes the new view. Why two replicas cannot both reconcile a parent `p`:
+//!
+//! - A replica starts reconciling `p` only after it published a view giving it `p` and then
+//!   read every Lease with a quorum read (a list without resourceVersion), which showed no
+//!   other member claiming `p`. Every member does the same: write, then read.
+//! - If two members `a` and `b` both claimed `p` in their published views, whichever of them
+//!   wrote second read the other's claim (the API server's writes and quorum reads are
+//!   linearizable), so it does not reconcile `p`. Dekker's argument: at least one sees the
+//!   other.
+//! - A member stops claiming `p` (publishes a view not giving it `p`) only after its last
+//!   reconcile of `p` ended.
+//! - A member whose Lease expired is no longer read, but it stopped writing before that (the
+//!   renew deadline and the fence).
+//!
+//! Nothing is written on the objects, and a planned move costs one Lease write per member.
+//! Clock steps are out of scope (as for leader election): a local clock that jumps can make a
+//! Lease look expired early.
+
+pub mod members;
+pub mod ring;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use self::members::{Observer, Seen};
+use self::ring::{Claims, View};
+use crate::controller::route::Assignment;
+use crate::controller::workers::Stop;
+use crate::keys::ObjectKey;
+use crate::leader::{Timings, jittered};
+use crate::metrics::Metrics;
+use crate::supervisor::Supervisor;
+
+/// The label every member's Lease carries, with the ring's name.
+pub const RING_LABEL: &str = "reconhost.dev/ring";
+/// The annotation holding the view a member serves under.
+pub const VIEW_ANNOTATION: &str = "reconhost.dev/view";
+/// The key whose owner does the host's own writes (ReconcilePlugin status and finalizers).
+pub const LIFECYCLE: &str = "reconhost.dev/lifecycle";
+/// How long after expiring a member's Lease is deleted by whoever sees it.
+const ORPHAN_AFTER: Duration = Duration::from_secs(60);
+
+/// The ring and this replica's place in it.
+#[derive(Debug, Clone)]
+pub struct Ring {
+    /// The namespace of the members' Leases.
+    pub namespace: String,
+    /// The ring's name (the label's value, the Leases' prefix).
+    pub name: String,
+    /// This replica's Lease name: its id in views.
+    pub member: String,
+    /// Its holder identity.
+    pub identity: String,
+    /// Lease duration, renew deadline and retry period.
+    pub timings: Timings,
+}
+
+impl Ring {
+    /// The ring `name` in `namespace`, joined as `identity` (a host name and a random
+    /// suffix: a restarted pod is a new member).
+    pub fn new(namespace: &str, name: &str, identity: &str, timings: Timings) -> Self {
+        let suffix: String = identity
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let member = format!("{name}-{}", suffix.trim_matches('-'));
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            member: member.chars().take(253).collect(),
+            identity: identity.to_owned(),
+            timings,
+        }
+    }
+
+    /// The prefix of every member's Lease name.
+    pub fn prefix(&self) -> String {
+        format!("{}-", self.name)
+    }
+}
+
+/// Until when this replica may write: every write of the host's client passes here, so a
+/// replica that was paused or cut off past its renew deadline writes nothing more, even
+/// mid-reconcile. Lease writes go through a client of their own.
+#[derive(Debug, Clone)]
+pub struct Fence {
+    origin: Instant,
+    /// Nanoseconds after `origin` until which writes pass; 0: closed.
+    until: Arc<AtomicU64>,
+}
+
+impl Default for Fence {
+    fn default() -> Self {
+        Self {
+            origin: Instant::now(),
+            until: Arc::default(),
+        }
+    }
+}
+
+impl Fence {
+    /// Lets writes pass until `deadline`.
+    pub fn open_until(&self, deadline: Instant) {
+        let nanos = deadline.saturating_duration_since(self.origin).as_nanos();
+        self.until
+            .store(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    /// Refuses writes from now on.
+    pub fn close(&self) {
+        self.until.store(0, Ordering::Release);
+    }
+
+    /// Whether a write may go now.
+    pub fn is_open(&self) -> bool {
+        let now = Instant::now()
+            .saturating_duration_since(self.origin)
+            .as_nanos();
+        u128::from(self.until.load(Ordering::Acquire)) > now
+    }
+}
+
+/// Takes part in `ring` until `stop`: renews this replica's Lease, reads the others', and
+/// gives `supervisor` the parents this replica owns; `leading` says whether it owns the
+/// lifecycle's key. On `stop` (after the supervisor has drained) the Lease is deleted, so the
+/// others take its parents within a retry period.
+pub async fn run(
+    client: kube::Client,
+    ring: Ring,
+    supervisor: Arc<Supervisor>,
+    leading: watch::Sender<bool>,
+    fence: Fence,
+    metrics: Arc<Metrics>,
+    mut stop: Stop,
+) {
+    let api: Api<Lease> = Api::namespaced(client, &ring.namespace);
+    let mut member = Member {
+        ring: &ring,
+        api: &api,
+        supervisor: &supervisor,
+        metrics: &metrics,
+        observer: Observer::default(),
+        published: None,
+        target: None,
+        renewed: None,
+        moving_since: None,
+    };
+    info!(ring = %ring.name, member = %ring.member, namespace = %ring.namespace,
+          "sharding: reconciling the parents this member owns");
+    loop {
+        let quick = member.round(&fence).await;
+        leading.send_if_modified(|leads| {
+            let now = fence.is_open()
+                && matches!(&*supervisor.context().assignment.borrow(),
+                            Assignment::Shard(c) if c.owns(&ObjectKey::new("", LIFECYCLE)));
+            std::mem::replace(leads, now) != now
+        });
+        let pause = if quick {
+            Duration::from_millis(100)
+        } else {
+            jittered(ring.timings.retry)
+        };
+        tokio::select! {
+            () = stop.stopped() => break,
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
+    leading.send_replace(false);
+    fence.close();
+    let deleted = api
+        .delete(&ring.member, &DeleteParams::default())
+        .await
+        .map(|_| ());
+    match deleted {
+        Ok(()) => info!(member = %ring.member, "left the ring"),
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(error) => {
+            warn!(member = %ring.member, %error, "deleting this member's Lease failed; it expires in its own time")
+        }
+    }
+}
+
+/// One member's state between rounds.
+struct Member<'a> {
+    ring: &'a Ring,
+    api: &'a Api<Lease>,
+    supervisor: &'a Supervisor,
+    metrics: &'a Metrics,
+    observer: Observer,
+    /// The view the Lease says this member serves under.
+    published: Option<Arc<View>>,
+    /// The view to publish at the next write.
+    target: Option<Arc<View>>,
+    /// When the last successful write was sent.
+    renewed: Option<Instant>,
+    /// When this member started draining towards `target`.
+    moving_since: Option<Instant>,
+}
+
+impl Member<'_> {
+    /// Writes, reads, assigns. Returns whether the next round should come at once (a view to
+    /// publish, or a drain to watch).
+    async fn round(&mut self, fence: &Fence) -> bool {
+        let timings = self.ring.timings;
+        if let Some(target) = self.target.clone() {
+            let sent = Instant::now();
+            match self.write(&target).await {
+                Ok(()) => {
+                    self.renewed = Some(sent);
+                    fence.open_until(sent + timings.renew);
+                    if self.published.as_ref() != Some(&target) {
+                        info!(member = %self.ring.member, view = %target, "serving under a new view");
+                        if let Some(since) = self.moving_since.take() {
+                            self.metrics.shard_handover(since.elapsed());
+                        }
+                    }
+                    self.published = Some(target);
+                }
+                Err(error) => {
+                    warn!(member = %self.ring.member, %error, "renewing this member's Lease failed");
+                    if self.renewed.is_none_or(|t| t.elapsed() >= timings.renew) {
+                        self.lose_everything(fence).await;
+                        return false;
+                    }
+                }
+            }
+        }
+        let listed = match self.list().await {
+            Ok(listed) => listed,
+            Err(error) => {
+                warn!(ring = %self.ring.name, %error, "reading the ring's Leases failed");
+                return false;
+            }
+        };
+        let reading = self
+            .observer
+            .read(&self.ring.member, &listed, Instant::now(), ORPHAN_AFTER);
+        for (name, resource_version) in &reading.orphans {
+            self.delete_orphan(name, resource_version).await;
+        }
+        let view = Arc::new(View::of(
+            reading
+                .others
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .chain([self.ring.member.as_str()]),
+        ));
+        self.metrics.shard(view.len(), &self.supervisor.owned());
+        let Some(published) = self.published.clone() else {
+            // Not a member yet: join with the view this reading gives, owning nothing until
+            // the next reading shows what the others claim.
+            self.target = Some(view);
+            return true;
+        };
+        if !fence.is_open() {
+            return false;
+        }
+        if *published == *view {
+            self.target = Some(published.clone());
+            let claims = Claims::new(&self.ring.member, vec![published], reading.others);
+            self.supervisor.assign(Assignment::Shard(Arc::new(claims)));
+            return false;
+        }
+        // Moving: serve what both views give, let the rest drain, then publish.
+        let claims = Claims::new(
+            &self.ring.member,
+            vec![published, view.clone()],
+            reading.others,
+        );
+        self.supervisor.assign(Assignment::Shard(Arc::new(claims)));
+        self.moving_since.get_or_insert_with(Instant::now);
+        let moving = self.supervisor.moving();
+        if moving == 0 {
+            self.target = Some(view);
+        } else {
+            info!(member = %self.ring.member, in_flight = moving,
+                  "waiting for reconciles of parents this member gives up");
+        }
+        true
+    }
+
+    /// Stops reconciling and writing at once: the Lease could not be renewed in time, so the
+    /// others may soon take every parent. The next successful renewal rejoins.
+    async fn lose_everything(&mut self, fence: &Fence) {
+        if !fence.is_open() && self.published.is_none() {
+            return;
+        }
+        warn!(member = %self.ring.member, seconds = self.ring.timings.renew.as_secs(),
+              "could not renew within the renew deadline; reconciling nothing until it can");
+        fence.close();
+        self.supervisor.assign(Assignment::Nothing);
+        // Rejoin as a newcomer: a view from a fresh reading, claims only after that.
+        self.published = None;
+        self.target = None;
+        self.renewed = None;
+    }
+
+    /// Creates or renews this member's Lease with `view`.
+    async fn write(&self, view: &View) -> Result<(), kube::Error> {
+        let now = MicroTime(jiff::Timestamp::now());
+        let ring = self.ring;
+        let meta = ObjectMeta {
+            name: Some(ring.member.clone()),
+            namespace: Some(ring.namespace.clone()),
+            labels: Some(BTreeMap::from([(RING_LABEL.to_owned(), ring.name.clone())])),
+            annotations: Some(BTreeMap::from([(
+                VIEW_ANNOTATION.to_owned(),
+                view.to_string(),
+            )])),
+            ..ObjectMeta::default()
+        };
+        let spec = LeaseSpec {
+            holder_identity: Some(ring.identity.clone()),
+            lease_duration_seconds: Some(
+                i32::try_from(ring.timings.lease.as_secs()).unwrap_or(i32::MAX),
+            ),
+            renew_time: Some(now),
+            ..LeaseSpec::default()
+        };
+        match self.api.get_opt(&ring.member).await? {
+            None => {
+                let lease = Lease {
+                    metadata: meta,
+                    spec: Some(LeaseSpec {
+                        acquire_time: spec.renew_time.clone(),
+                        ..spec
+                    }),
+                };
+                self.api.create(&PostParams::default(), &lease).await?;
+            }
+            Some(mut lease) => {
+                let acquire_time = lease.spec.as_ref().and_then(|s| s.acquire_time.clone());
+                lease.metadata.labels = meta.labels;
+                lease.metadata.annotations = meta.annotations;
+                lease.spec = Some(LeaseSpec {
+                    acquire_time,
+                    ..spec
+                });
+                // With the resourceVersion read: nobody else writes this Lease, and a 409
+                // means something did, which the next round reads again.
+                self.api
+                    .replace(&ring.member, &PostParams::default(), &lease)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every member's Lease, read from etcd (a list without resourceVersion is a quorum read).
+    async fn list(&self) -> Result<Vec<Seen>, kube::Error> {
+        let selector = format!("{RING_LABEL}={}", self.ring.name);
+        let leases = self
+            .api
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        Ok(leases
+            .items
+            .into_iter()
+            .filter_map(|lease| {
+                let name = lease.metadata.name?;
+                let spec = lease.spec.unwrap_or_default();
+                let view = lease
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(VIEW_ANNOTATION))
+                    .map(|v| View::parse(v.as_str()))
+                    .unwrap_or_default();
+                Some(Seen {
+                    name,
+                    resource_version: lease.metadata.resource_version.unwrap_or_default(),
+                    holder: spec.holder_identity.unwrap_or_default(),
+                    duration: Duration::from_secs(
+                        u64::try_from(spec.lease_duration_seconds.unwrap_or(15).max(1))
+                            .unwrap_or(15),
+                    ),
+                    view,
+                })
+            })
+            .collect())
+    }
+
+    /// Deletes a dead member's Lease, unless it changed since it was read.
+    async fn delete_orphan(&self, name: &str, resource_version: &str) {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(resource_version.to_owned()),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api.delete(name, &params).await {
+            Ok(_) => info!(member = %name, "deleted the Lease of a member gone for a while"),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(error) => warn!(member = %name, %error, "deleting a dead member's Lease failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_name_should_be_a_valid_lease_name_under_the_ring_prefix() {
+        let ring = Ring::new(
+            "reconhost-system",
+            "reconhost",
+            "Pod_A.1_0a1b2c3d",
+            Timings::default(),
+        );
+        assert_eq!(ring.member, "reconhost-pod-a-1-0a1b2c3d");
+        assert!(ring.member.starts_with(&ring.prefix()));
+    }
+
+    #[test]
+    fn the_fence_should_pass_writes_only_until_its_deadline() {
+        let fence = Fence::default();
+        assert!(!fence.is_open(), "closed until the first renewal");
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        assert!(fence.is_open());
+        fence.open_until(Instant::now() - Duration::from_millis(1));
+        assert!(!fence.is_open(), "past the deadline");
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        fence.close();
+        assert!(!fence.is_open());
+    }
+}
