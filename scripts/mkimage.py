@@ -7,7 +7,9 @@ Python standard library, reproducibly: the same binary gives the same digest.
 With CONTEXT_DIR it also writes the build context of deploy/image/Containerfile (the same
 files), so the image can be built the usual way too.
 
-The image holds one layer: the static `reconhost` binary at /reconhost, a CA bundle for HTTPS
+The image holds one layer: the static `reconhost` binary at /reconhost and a symlink to it,
+/kubectl-reconhost (the binary answers to that name as a kubectl plugin, and PATH is /, so
+`kubectl-reconhost status` runs in the container as it does beside kubectl), a CA bundle for HTTPS
 registries at /etc/ssl/certs/ca-certificates.crt, /etc/passwd and /etc/group with the
 unprivileged user 65532 (nonroot), a world-writable /tmp and /var/cache/reconhost (where the
 chart mounts a volume for compiled plugins). It runs as 65532:65532, entrypoint `reconhost`,
@@ -32,18 +34,29 @@ def digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def entry(tar: tarfile.TarFile, name: str, mode: int, data: bytes | None = None) -> None:
+def entry(
+    tar: tarfile.TarFile, name: str, mode: int, data: bytes | None = None, link: str | None = None
+) -> None:
     info = tarfile.TarInfo(name)
     info.mtime = EPOCH
     info.uid = info.gid = 0
     info.uname = info.gname = ""
     info.mode = mode
-    if data is None:
+    if link is not None:
+        info.type = tarfile.SYMTYPE
+        info.linkname = link
+        tar.addfile(info)
+    elif data is None:
         info.type = tarfile.DIRTYPE
         tar.addfile(info)
     else:
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
+
+
+# The kubectl plugin's name for the binary (reconhost::inspect::KUBECTL_PLUGIN), a relative
+# symlink beside it: a second copy would double the layer.
+KUBECTL_PLUGIN = ("kubectl-reconhost", "reconhost")
 
 
 GROUP = b"root:x:0:\nnonroot:x:65532:\n"
@@ -63,6 +76,7 @@ def layer(binary: bytes, ca_bundle: bytes) -> bytes:
         entry(tar, "etc/passwd", 0o644, PASSWD)
         entry(tar, "etc/ssl/certs/ca-certificates.crt", 0o644, ca_bundle)
         entry(tar, "reconhost", 0o755, binary)
+        entry(tar, KUBECTL_PLUGIN[0], 0o777, link=KUBECTL_PLUGIN[1])
         entry(tar, "tmp", 0o1777)
         entry(tar, CACHE.lstrip("/"), 0o1777)
     return out.getvalue()
@@ -88,6 +102,15 @@ def writable_dirs() -> bytes:
     return out.getvalue()
 
 
+def kubectl_plugin() -> bytes:
+    """The kubectl plugin's symlink as a tar: Containerfile's COPY would follow a symlink in the
+    context and copy the binary again; ADD unpacks a tar's symlink as one."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        entry(tar, KUBECTL_PLUGIN[0], 0o777, link=KUBECTL_PLUGIN[1])
+    return out.getvalue()
+
+
 def context(directory: str, binary: bytes, ca_bundle: bytes) -> None:
     os.makedirs(directory, exist_ok=True)
     files = [
@@ -96,6 +119,7 @@ def context(directory: str, binary: bytes, ca_bundle: bytes) -> None:
         ("passwd", PASSWD),
         ("group", GROUP),
         ("writable-dirs.tar", writable_dirs()),
+        ("kubectl-plugin.tar", kubectl_plugin()),
     ]
     for name, data in files:
         with open(os.path.join(directory, name), "wb") as f:

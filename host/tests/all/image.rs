@@ -67,6 +67,7 @@ fn image_should_hold_a_static_nonroot_host_and_be_reproducible() {
             "etc/ssl",
             "etc/ssl/certs",
             "etc/ssl/certs/ca-certificates.crt",
+            "kubectl-reconhost",
             "reconhost",
             "tmp",
             "var",
@@ -76,6 +77,13 @@ fn image_should_hold_a_static_nonroot_host_and_be_reproducible() {
         "the image holds the host and what it needs, nothing else"
     );
     assert_eq!(files["reconhost"].mode, 0o755);
+    // The kubectl plugin is the host binary under another name (it answers to argv[0]), on
+    // the image's PATH (/).
+    assert_eq!(files["kubectl-reconhost"].kind, "symlink");
+    assert_eq!(
+        std::fs::read_link(rootfs.join("kubectl-reconhost")).unwrap(),
+        Path::new("reconhost")
+    );
     assert_eq!(files["tmp"].mode, 0o1777, "a writable /tmp");
     assert_eq!(files["var/cache/reconhost"].mode, 0o1777);
     let binary = std::fs::read(rootfs.join("reconhost")).unwrap();
@@ -475,6 +483,19 @@ async fn the_image_should_run_as_the_charts_service_account_and_reconcile() {
         },
     )
     .await;
+    // `kubectl reconhost` as the image ships it: the kubectl plugin's name on the image's
+    // PATH, in-cluster as the host's ServiceAccount, which may read ReconcilePlugins.
+    let status = host
+        .exec(&["kubectl-reconhost", "status"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        status.contains(&rp_name) && status.contains("Running (True)"),
+        "{status}"
+    );
+    let help = host
+        .exec(&["kubectl-reconhost", "--help"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(help.contains("kubectl reconhost"), "{help}");
     let events = rp_events(&world, &rp_name).await;
     assert!(
         events.contains(&("Warning".to_owned(), "HostForbidden".to_owned()))

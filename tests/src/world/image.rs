@@ -163,6 +163,14 @@ impl Container {
         }
     }
 
+    /// `podman exec`: runs `command` in the running container, as its user and with its
+    /// environment (PATH included); its stdout, or what went wrong.
+    pub fn exec(&self, command: &[&str]) -> Result<String, String> {
+        let mut all = vec!["exec", self.name.as_str()];
+        all.extend_from_slice(command);
+        output(&tool("podman"), &all, None)
+    }
+
     /// The container's output so far, stdout then stderr (where the host logs).
     pub fn logs(&self) -> String {
         match std::process::Command::new(tool("podman"))
