@@ -2,7 +2,8 @@
 //! that wrote, to the control plane's OTLP receiver, with the plugin call, each child written
 //! and the status write as spans, and the API server's own spans for those writes in the same
 //! trace (its tracing follows the `traceparent` the host sends). Reconciles that changed
-//! nothing are not exported.
+//! nothing are not exported. A child's span names the fields a write changed; the metrics
+//! point at exported traces (exemplars).
 
 use crate::common;
 
@@ -151,6 +152,11 @@ async fn every_reconcile_that_wrote_should_be_one_trace_with_the_api_servers_spa
             call[0].attributes.contains_key("memory_peak_bytes"),
             "{call:?}"
         );
+        let answered: u64 = call[0].attributes["response_bytes"].parse().unwrap_or(0);
+        assert!(
+            answered > 0,
+            "the size of what the plugin answered: {call:?}"
+        );
         let writes: Vec<&SpanRecord> = ours("child").into_iter().chain(ours("status")).collect();
         assert!(!writes.is_empty(), "{trace:#?}");
         // Each write the API server traced is a child of the host's span for it.
@@ -198,6 +204,37 @@ async fn every_reconcile_that_wrote_should_be_one_trace_with_the_api_servers_spa
                 .any(|root| line.contains(&format!("trace_id=\"{}\"", root.trace_id)))
     });
     assert!(exemplar, "no exemplar naming an exported trace:\n{metrics}");
+    // And so does the time of a reconcile.
+    let timed = metrics.lines().any(|line| {
+        line.starts_with("controller_runtime_reconcile_time_seconds_bucket")
+            && roots
+                .iter()
+                .any(|root| line.contains(&format!("trace_id=\"{}\"", root.trace_id)))
+    });
+    assert!(
+        timed,
+        "no reconcile time naming an exported trace:\n{metrics}"
+    );
+    // Each round's write names the one field it changed in the ConfigMap; the first made it.
+    let child = |action: &str| -> Vec<&SpanRecord> {
+        spans
+            .iter()
+            .filter(|s| {
+                s.name == "child"
+                    && s.attributes["action"] == action
+                    && roots.iter().any(|root| root.trace_id == s.trace_id)
+            })
+            .collect()
+    };
+    let updated = child("Update");
+    assert!(updated.len() >= 2, "{roots:#?}");
+    for span in updated {
+        assert_eq!(span.attributes["changed"], "data.round", "{span:?}");
+        assert_eq!(span.attributes["changed_count"], "1", "{span:?}");
+    }
+    let created = child("Create");
+    assert_eq!(created.len(), 1, "{roots:#?}");
+    assert_eq!(created[0].attributes["changed"], "created");
     // The parent's record names the trace of the reconcile that last wrote it.
     let recorded = get(&generators, name).await.expect("the parent");
     let record: serde_json::Value = serde_json::from_str(
@@ -216,4 +253,65 @@ async fn every_reconcile_that_wrote_should_be_one_trace_with_the_api_servers_spa
         .await
         .expect("the ConfigMap");
     assert_eq!(map["data"]["round"], "2");
+}
+
+#[tokio::test]
+async fn a_childs_span_should_name_the_fields_it_changed_or_say_it_changed_nothing() {
+    let world = World::new("traces-changed").await;
+    let endpoint = world.cluster.otlp_endpoint().expect("the trace receiver");
+    let _host = world
+        .host_with(
+            &["webapp"],
+            &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+            &["--otlp-endpoint", &endpoint],
+        )
+        .await;
+    let webapps = world.webapps();
+    let name = "scaled";
+    world.create_webapp(name, "nginx:1.27", 1).await;
+    converged(&webapps, name).await;
+    world
+        .merge(&webapps, name, json!({"spec": {"replicas": 3}}))
+        .await;
+    converged(&webapps, name).await;
+
+    // The reconcile that scaled it wrote the Deployment and left the Service as it was.
+    let parent = format!("{}/{name}", world.namespace);
+    let (deployment, service) = eventually(CONVERGE, "the trace of the scaling", || async {
+        let spans = world.cluster.spans();
+        let ours = |s: &&SpanRecord| {
+            spans.iter().any(|root| {
+                root.name == "reconcile"
+                    && root.attributes["parent"] == parent
+                    && root.trace_id == s.trace_id
+            })
+        };
+        let child = |trace: &str, kind: &str| {
+            spans
+                .iter()
+                .find(|s| {
+                    s.trace_id == trace
+                        && s.name == "child"
+                        && s.attributes["target"].starts_with(&format!("{kind} "))
+                })
+                .cloned()
+        };
+        spans
+            .iter()
+            .filter(ours)
+            .filter(|s| s.name == "child" && s.attributes["action"] == "Update")
+            .find_map(|d| {
+                Some((
+                    child(&d.trace_id, "Deployment")?,
+                    child(&d.trace_id, "Service")?,
+                ))
+            })
+    })
+    .await;
+    assert_eq!(deployment.attributes["action"], "Update", "{deployment:?}");
+    assert_eq!(deployment.attributes["changed"], "spec.replicas");
+    assert_eq!(deployment.attributes["changed_count"], "1");
+    assert_eq!(service.attributes["action"], "Unchanged", "{service:?}");
+    assert_eq!(service.attributes["changed"], "unchanged");
+    assert_eq!(service.attributes["changed_count"], "0");
 }
