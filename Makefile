@@ -104,6 +104,13 @@ bench-rollout: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench rollout
 
+## bench-tracing: 300 webapp parents under three hosts, tracing off, at full sampling and sampling nothing: host CPU per reconcile side by side, against the targets (3 %, 0.5 %)
+# In `make test`'s static release build: it reuses that build, and measures the binary the image ships.
+.PHONY: bench-tracing
+bench-tracing: tools plugins
+	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
+	$(STATIC_CARGO_ENV) $(STATIC_DIR)/reconhost-cluster exec --name benchtracing -- $(CARGO) bench --locked --target $(STATIC_TARGET) -p reconhost --bench tracing
+
 ## bench-languages: webapp in Rust, Python and TypeScript side by side: size, compile, cached load, one reconcile
 bench-languages: plugins
 	$(CARGO) bench -p reconhost --bench languages
