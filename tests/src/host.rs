@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::Error;
-use crate::cgroup::MemoryLimit;
+use crate::cgroup::{CpuQuota, MemoryLimit};
 use crate::process::Component;
 
 /// How to start a host.
@@ -23,7 +23,8 @@ pub struct HostOptions {
     pub namespace: String,
     /// Plugin components.
     pub plugins: Vec<PathBuf>,
-    /// Where its log goes (a directory; the file is `reconhost.log`).
+    /// Where its log goes: a directory several hosts may share (replicas in one namespace);
+    /// each host's file is `<log_dir>/host-<k>/reconhost.log`, in a subdirectory it claims.
     pub log_dir: PathBuf,
     /// More arguments for `reconhost run`.
     pub args: Vec<String>,
@@ -31,6 +32,9 @@ pub struct HostOptions {
     pub env: Vec<(String, String)>,
     /// A memory limit for the host and what it starts (a cgroup, as a container's), in bytes.
     pub memory_limit: Option<u64>,
+    /// A CPU quota for the host and what it starts (a cgroup, as a container's CPU limit), in
+    /// thousandths of one CPU. On cgroup v2, not together with `memory_limit`.
+    pub cpu_millicores: Option<u64>,
 }
 
 /// A running host. Dropping it stops it (SIGTERM, then SIGKILL).
@@ -40,6 +44,8 @@ pub struct Host {
     probes: u16,
     /// Dropped after the process, so the cgroup is empty when it is removed.
     memory: Option<MemoryLimit>,
+    /// Likewise.
+    cpu: Option<CpuQuota>,
 }
 
 impl Host {
@@ -63,31 +69,42 @@ impl Host {
                 .map(|p| format!("--plugin={}", p.display())),
         );
         args.extend(options.args.iter().cloned());
-        std::fs::create_dir_all(&options.log_dir).map_err(|source| Error::Io {
-            what: format!("creating {}", options.log_dir.display()),
-            source,
-        })?;
-        let memory = match options.memory_limit {
-            Some(bytes) => {
-                let name = format!("host-{}-{metrics}", std::process::id());
-                Some(MemoryLimit::new(&name, bytes)?)
-            }
-            None => None,
-        };
-        let procs = memory.as_ref().map(MemoryLimit::procs);
+        let log_dir = claim_log_dir(&options.log_dir)?;
+        let name = format!("host-{}-{metrics}", std::process::id());
+        if options.memory_limit.is_some()
+            && options.cpu_millicores.is_some()
+            && crate::cgroup::is_v2()
+        {
+            return Err(Error::Setup(
+                "a memory limit and a CPU quota together need cgroup v1 (on v2 a process is in \
+                 one cgroup)"
+                    .into(),
+            ));
+        }
+        let memory = options
+            .memory_limit
+            .map(|bytes| MemoryLimit::new(&name, bytes))
+            .transpose()?;
+        let cpu = options
+            .cpu_millicores
+            .map(|millicores| CpuQuota::new(&format!("cpu-{name}"), millicores))
+            .transpose()?;
+        let mut procs: Vec<PathBuf> = memory.iter().map(MemoryLimit::procs).collect();
+        procs.extend(cpu.iter().flat_map(CpuQuota::procs));
         let process = Component::spawn_in(
             "reconhost",
             &options.binary,
             &args,
             &options.env,
-            &options.log_dir,
-            procs.as_deref(),
+            &log_dir,
+            &procs,
         )?;
         let mut host = Self {
             process,
             metrics,
             probes,
             memory,
+            cpu,
         };
         host.wait_ready(Duration::from_secs(120)).await?;
         Ok(host)
@@ -150,6 +167,11 @@ impl Host {
         self.memory.as_ref()
     }
 
+    /// The CPU cgroup it runs in, if it was started with a quota.
+    pub fn cpu(&self) -> Option<&CpuQuota> {
+        self.cpu.as_ref()
+    }
+
     /// Its process id.
     pub fn pid(&self) -> Option<u32> {
         self.process.pid()
@@ -168,6 +190,25 @@ impl Host {
         }
         self.process.stop(Duration::from_secs(5));
     }
+}
+
+/// A subdirectory of `dir` no other host writes to: two hosts writing one log file (each from
+/// offset 0, without `O_APPEND`) would overwrite each other's lines.
+fn claim_log_dir(dir: &Path) -> Result<PathBuf, Error> {
+    let io = |what: &Path, source| Error::Io {
+        what: format!("creating {}", what.display()),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    for k in 1.. {
+        let claimed = dir.join(format!("host-{k}"));
+        match std::fs::create_dir(&claimed) {
+            Ok(()) => return Ok(claimed),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(&claimed, e)),
+        }
+    }
+    unreachable!("an unbounded range")
 }
 
 /// The value of a sample in Prometheus text: `name` with every given label, or `None`.

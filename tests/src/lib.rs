@@ -19,7 +19,7 @@
 //! - [`cluster`]: what a test uses: a client for the running instance and its audit log.
 //! - [`support`]: per-test namespaces and bounded waiting.
 //! - [`workloads`]: the fake node that kwok runs pods on (for `make run`).
-//! - [`cgroup`]: a memory limit for a host, as a container's.
+//! - [`cgroup`]: a memory limit and a CPU quota for a host, as a container's.
 //! - [`hostile`]: crafted components that attack whatever processes them.
 //! - [`world`]: what reconhost's integration suites and cluster benchmarks share: [`world::World`]
 //!   (a test's namespace, its hosts and typed helpers), ReconcilePlugins, the chart, the image,

@@ -47,23 +47,24 @@ impl Component {
         env: &[(String, String)],
         log_dir: &Path,
     ) -> Result<Self, Error> {
-        Self::spawn_in(name, program, args, env, log_dir, None)
+        Self::spawn_in(name, program, args, env, log_dir, &[])
     }
 
-    /// Like [`Component::spawn_with_env`], started inside the cgroup whose `cgroup.procs` is
-    /// `cgroup_procs` (from its first instruction, as a container's process is: what it reads
-    /// of its own cgroup at start is the limit it runs under).
+    /// Like [`Component::spawn_with_env`], started inside the cgroups whose `cgroup.procs` files
+    /// are `cgroup_procs` (from its first instruction, as a container's process is: what it
+    /// reads of its own cgroup at start is the limit it runs under).
     pub fn spawn_in(
         name: &'static str,
         program: &Path,
         args: &[String],
         env: &[(String, String)],
         log_dir: &Path,
-        cgroup_procs: Option<&Path>,
+        cgroup_procs: &[PathBuf],
     ) -> Result<Self, Error> {
         let procs = cgroup_procs
+            .iter()
             .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()))
-            .transpose()
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Error::Io {
                 what: "a cgroup path".into(),
                 source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
@@ -96,7 +97,7 @@ impl Component {
                 if libc::setpgid(0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if let Some(procs) = &procs {
+                for procs in &procs {
                     // "0": the writing process itself.
                     let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
                     if fd < 0 {

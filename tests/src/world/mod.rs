@@ -167,6 +167,28 @@ impl World {
             .unwrap_or_else(|e| panic!("starting the host: {e}"))
     }
 
+    /// Like [`World::host_from`] in this world's namespace, the host held to `millicores`
+    /// thousandths of one CPU (a cgroup's quota, as a container's CPU limit).
+    pub async fn host_held(
+        &self,
+        millicores: u64,
+        plugins: &[&str],
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Host {
+        let mut options = self.host_options(
+            self.cluster.kubeconfig(),
+            &self.namespace,
+            plugins,
+            env,
+            args,
+        );
+        options.cpu_millicores = Some(millicores);
+        Host::start(&options)
+            .await
+            .unwrap_or_else(|e| panic!("starting the host: {e}"))
+    }
+
     fn host_options(
         &self,
         kubeconfig: &std::path::Path,
@@ -187,6 +209,7 @@ impl World {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             memory_limit: None,
+            cpu_millicores: None,
         }
     }
 
