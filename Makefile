@@ -25,7 +25,7 @@ STATIC := $(STATIC_DIR)/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
-.PHONY: run test test-faults build kubectl-plugin test-build plugins bench bench-converge bench-fleet bench-scale bench-install bench-rollout bench-languages image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test test-faults build kubectl-plugin test-build plugins bench bench-converge bench-fleet bench-scale bench-install bench-rollout bench-languages bench-shard image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -103,6 +103,11 @@ bench-install: tools plugins
 bench-rollout: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench rollout
+
+## bench-shard: 3,000 webapp parents under 1, 2 and 3 sharded replicas, each held to one CPU quota: throughput, CPU per 1,000 reconciles, memory per replica, the pause of moved parents when one is killed and when one joins
+bench-shard: tools plugins
+	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
+	$(TARGET_DIR)/release/reconhost-cluster exec --name benchshard -- $(CARGO) bench -p reconhost --bench shard
 
 ## bench-tracing: 300 webapp parents under three hosts, tracing off, at full sampling and sampling nothing: host CPU per reconcile side by side, against the targets (3 %, 0.5 %)
 # In `make test`'s static release build: it reuses that build, and measures the binary the image ships.

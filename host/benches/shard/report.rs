@@ -1,0 +1,391 @@
+//! The shard benchmark's figures and how they are printed: a line per run as it ends, then
+//! Markdown tables of the medians, the ratios, and a verdict per target of issue 27.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::Settings;
+use crate::handover::{Reconciles, Writes, between};
+use crate::measure::median;
+
+/// A ring member's Lease duration (the default of `--leader-elect-lease-duration`).
+const LEASE: Duration = Duration::from_secs(15);
+
+/// One convergence of the parents by `replicas` replicas.
+pub struct Throughput {
+    /// Replicas in the ring.
+    pub replicas: usize,
+    /// How long creating the parents took.
+    pub created: Duration,
+    /// From the first create until the last parent converged.
+    pub converged: Duration,
+    /// Reconciles of webapp in that time, all replicas, from their logs.
+    pub reconciles: f64,
+    /// What `controller_runtime_reconcile_total` counted in that time, all replicas: the
+    /// reconciles and, with sharding, the keys skipped as another replica's.
+    pub counted: f64,
+    /// CPU time of all replicas in that time (their cgroups').
+    pub cpu: Duration,
+    /// Each replica's CPU time over its quota's worth in that time.
+    pub quota_used: Vec<f64>,
+    /// Each replica's share of CFS periods in which its quota held it back.
+    pub throttled: Vec<f64>,
+    /// CPU time of the control plane's processes in that time.
+    pub control_plane: Duration,
+    /// Busy CPU time of the whole machine in that time.
+    pub machine: Duration,
+    /// Each replica's resident memory at rest after converging, MiB.
+    pub rss: Vec<f64>,
+    /// Each replica's peak resident memory, MiB.
+    pub peak: Vec<f64>,
+    /// The parents each replica owns, as its metrics say.
+    pub owned: Vec<f64>,
+}
+
+impl Throughput {
+    fn per_second(&self, parents: usize) -> f64 {
+        parents as f64 / self.converged.as_secs_f64()
+    }
+
+    fn cpu_per_1000(&self) -> f64 {
+        self.cpu.as_secs_f64() / self.reconciles.max(1.0) * 1000.0
+    }
+
+    fn cores(&self, cpu: Duration) -> f64 {
+        cpu.as_secs_f64() / self.converged.as_secs_f64()
+    }
+
+    /// One line for the run.
+    pub fn print_run(&self) {
+        let list = |v: &[f64], digits: usize| {
+            v.iter()
+                .map(|x| format!("{x:.digits$}"))
+                .collect::<Vec<_>>()
+                .join("/")
+        };
+        println!(
+            "{} replica(s): created in {:.1} s, converged in {:.1} s; {:.0} reconciles ({:.0} \
+             counted by controller_runtime_reconcile_total); CPU {:.1} s ({:.2} s per 1,000); \
+             quota used {}; periods throttled {}; control plane {:.2} cores, machine {:.2} cores; \
+             RSS {} MiB (peak {}); owned {}",
+            self.replicas,
+            self.created.as_secs_f64(),
+            self.converged.as_secs_f64(),
+            self.reconciles,
+            self.counted,
+            self.cpu.as_secs_f64(),
+            self.cpu_per_1000(),
+            list(&self.quota_used, 2),
+            list(&self.throttled, 2),
+            self.cores(self.control_plane),
+            self.cores(self.machine),
+            list(&self.rss, 1),
+            list(&self.peak, 1),
+            list(&self.owned, 0),
+        );
+    }
+}
+
+/// The parents one change of the ring moved.
+pub struct Handover {
+    /// What changed.
+    label: &'static str,
+    /// How many moved, by old owner.
+    from: BTreeMap<String, usize>,
+    /// For each, from the event to the new owner's first reconcile; sorted.
+    pauses: Vec<Duration>,
+    /// For each hot one, from the old owner's last write to the new owner's first reconcile;
+    /// sorted.
+    literal: Vec<Duration>,
+    /// Writes by an old owner after its successor's first reconcile.
+    late_writes: usize,
+    /// When each replica that stayed published its next view, after the event.
+    published: Vec<Duration>,
+    /// When a joining replica was ready (plugin loaded, caches synced), after it joined.
+    ready: Option<Duration>,
+}
+
+impl Handover {
+    /// The figures of the change at `event`.
+    pub fn of(
+        label: &'static str,
+        event: Timestamp,
+        reconciles: &Reconciles,
+        writes: &Writes,
+        hot: &[String],
+        mut published: Vec<Duration>,
+        ready: Option<Duration>,
+    ) -> Self {
+        let moved = reconciles.moved(event, writes);
+        let mut from = BTreeMap::new();
+        for m in &moved {
+            *from.entry(m.from.clone()).or_default() += 1;
+        }
+        let mut pauses: Vec<Duration> = moved.iter().map(|m| between(event, m.first)).collect();
+        pauses.sort();
+        let mut literal: Vec<Duration> = moved
+            .iter()
+            .filter(|m| hot.contains(&m.parent))
+            .filter_map(|m| Some(between(m.last_write?, m.first)))
+            .collect();
+        literal.sort();
+        published.sort();
+        Self {
+            label,
+            from,
+            pauses,
+            literal,
+            late_writes: moved.iter().map(|m| m.late_writes).sum(),
+            published,
+            ready,
+        }
+    }
+
+    fn p99(&self) -> Duration {
+        percentile(&self.pauses, 0.99)
+    }
+}
+
+/// The `p` quantile of sorted durations (nearest rank); zero for none.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn quantiles(sorted: &[Duration]) -> String {
+    if sorted.is_empty() {
+        return "-".into();
+    }
+    format!(
+        "p50 {}, p99 {}, max {} (n = {})",
+        secs(percentile(sorted, 0.5)),
+        secs(percentile(sorted, 0.99)),
+        secs(*sorted.last().expect("some")),
+        sorted.len()
+    )
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "missed" }
+}
+
+/// The medians of the runs with `n` replicas.
+struct Medians<'a> {
+    runs: &'a [Throughput],
+    parents: usize,
+}
+
+impl Medians<'_> {
+    /// The median of a figure of each run.
+    fn of(&self, n: usize, get: &dyn Fn(&Throughput) -> f64) -> f64 {
+        median(
+            self.runs
+                .iter()
+                .filter(|r| r.replicas == n)
+                .map(get)
+                .collect(),
+        )
+    }
+
+    /// The median of a figure of each replica of each run.
+    fn each(&self, n: usize, get: &dyn Fn(&Throughput) -> &Vec<f64>) -> f64 {
+        median(
+            self.runs
+                .iter()
+                .filter(|r| r.replicas == n)
+                .flat_map(|r| get(r).iter().copied())
+                .collect(),
+        )
+    }
+
+    /// Parents converged per second.
+    fn rate(&self, n: usize) -> f64 {
+        self.of(n, &|r| r.per_second(self.parents))
+    }
+}
+
+/// Prints the tables and the verdicts.
+pub fn print(s: &Settings, runs: &[Throughput], handovers: &[Handover]) {
+    let m = Medians {
+        runs,
+        parents: s.parents,
+    };
+    if !runs.is_empty() {
+        println!(
+            "\n{} parents, each replica held to {} millicores, medians of {} round(s)\n",
+            s.parents, s.millicores, s.rounds
+        );
+        throughput_table(s, &m);
+    }
+    if !handovers.is_empty() {
+        println!(
+            "\n{} parents, each replica held to {} millicores; {} of them changing, each every {} ms\n",
+            s.parents,
+            s.handover_millicores,
+            s.hot,
+            s.churn.as_millis()
+        );
+        handover_table(handovers);
+    }
+    println!("\nAgainst the targets of issue 27:");
+    if (1..=3).all(|n| runs.iter().any(|r| r.replicas == n)) {
+        let ratio = m.rate(3) / m.rate(1);
+        println!(
+            "- throughput, 3 replicas over 1: {ratio:.2}× (target ≥ 2.7×): {}",
+            verdict(ratio >= 2.7)
+        );
+        let memory = m.each(3, &|r| &r.rss) / m.each(1, &|r| &r.rss);
+        println!(
+            "- memory per replica, 3 replicas over 1: {memory:.2}× (target ≤ 0.4×): {}",
+            verdict(memory <= 0.4)
+        );
+    }
+    let (Some(join), Some(kill)) = (handovers.first(), handovers.get(1)) else {
+        return;
+    };
+    let issue = |h: &Handover| {
+        if h.literal.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; as the issue defines it, p99 {}",
+                secs(percentile(&h.literal, 0.99))
+            )
+        }
+    };
+    println!(
+        "- pause of the parents a joining replica takes, p99: {} from the join{} (target ≤ 2 s): {}",
+        secs(join.p99()),
+        issue(join),
+        verdict(join.p99() <= Duration::from_secs(2))
+    );
+    let bound = LEASE + Duration::from_secs(2);
+    println!(
+        "- pause of a killed replica's parents, p99: {} from the kill{} (target ≤ lease duration + 2 s = {}): {}",
+        secs(kill.p99()),
+        issue(kill),
+        secs(bound),
+        verdict(kill.p99() <= bound)
+    );
+}
+
+fn throughput_table(s: &Settings, m: &Medians) {
+    let ns: Vec<usize> = (1..=s.replicas).collect();
+    let header: Vec<String> = ns.iter().map(|n| format!("{n} replica(s)")).collect();
+    println!("| | {} |", header.join(" | "));
+    println!("|---|{}", "---|".repeat(ns.len()));
+    let row = |name: &str, cell: &dyn Fn(usize) -> String| {
+        let cells: Vec<String> = ns.iter().map(|n| cell(*n)).collect();
+        println!("| {name} | {} |", cells.join(" | "));
+    };
+    row("created (16 at a time)", &|n| {
+        format!("{:.1} s", m.of(n, &|r| r.created.as_secs_f64()))
+    });
+    row("converged, from the first create", &|n| {
+        format!(
+            "{:.1} s ({:.1} parents/s)",
+            m.of(n, &|r| r.converged.as_secs_f64()),
+            m.rate(n)
+        )
+    });
+    row("throughput over one replica's", &|n| {
+        format!("{:.2}×", m.rate(n) / m.rate(1))
+    });
+    row("reconciles per parent (from the logs)", &|n| {
+        format!("{:.2}", m.of(n, &|r| r.reconciles) / s.parents as f64)
+    });
+    row(
+        "controller_runtime_reconcile_total over those reconciles",
+        &|n| format!("{:.2}×", m.of(n, &|r| r.counted / r.reconciles.max(1.0))),
+    );
+    row("host CPU per 1,000 reconciles (all replicas)", &|n| {
+        format!("{:.2} s", m.of(n, &|r| r.cpu_per_1000()))
+    });
+    row("each replica's CPU over its quota while converging", &|n| {
+        format!("{:.0} %", 100.0 * m.each(n, &|r| &r.quota_used))
+    });
+    row("CFS periods in which the quota stopped a replica", &|n| {
+        format!("{:.0} %", 100.0 * m.each(n, &|r| &r.throttled))
+    });
+    row(
+        "control plane CPU / whole machine busy (of 2 cores)",
+        &|n| {
+            format!(
+                "{:.2} / {:.2} cores",
+                m.of(n, &|r| r.cores(r.control_plane)),
+                m.of(n, &|r| r.cores(r.machine))
+            )
+        },
+    );
+    row("RSS per replica at rest, converged (peak)", &|n| {
+        format!(
+            "{:.1} MiB ({:.1})",
+            m.each(n, &|r| &r.rss),
+            m.each(n, &|r| &r.peak)
+        )
+    });
+    row("parents owned per replica (last run)", &|n| {
+        m.runs
+            .iter()
+            .rfind(|r| r.replicas == n)
+            .map(|r| {
+                r.owned
+                    .iter()
+                    .map(|o| format!("{o:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            })
+            .unwrap_or_default()
+    });
+}
+
+fn handover_table(handovers: &[Handover]) {
+    let row = |name: &str, cell: &dyn Fn(&Handover) -> String| {
+        let cells: Vec<String> = handovers.iter().map(cell).collect();
+        println!("| {name} | {} |", cells.join(" | "));
+    };
+    row("", &|h| h.label.to_owned());
+    println!("|---|{}", "---|".repeat(handovers.len()));
+    row("parents moved", &|h| {
+        let by: Vec<String> = h
+            .from
+            .iter()
+            .map(|(r, n)| format!("{n} from {r}"))
+            .collect();
+        format!("{} ({})", h.pauses.len(), by.join(", "))
+    });
+    row("pause: event → new owner's first reconcile", &|h| {
+        quantiles(&h.pauses)
+    });
+    row(
+        "pause as the issue defines it: old owner's last write → new owner's first reconcile (the changing parents that moved)",
+        &|h| quantiles(&h.literal),
+    );
+    row(
+        "the replicas that stayed published their next view, after the event",
+        &|h| {
+            h.published
+                .iter()
+                .map(|d| secs(*d))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    );
+    row(
+        "the joining replica ready (plugin loaded, caches synced), after its Lease was created",
+        &|h| h.ready.map_or("-".into(), secs),
+    );
+    row(
+        "writes by an old owner after its successor's first reconcile",
+        &|h| h.late_writes.to_string(),
+    );
+}
