@@ -299,6 +299,11 @@ impl Controller {
             .count()
     }
 
+    /// How many reconciles are in flight.
+    pub fn in_flight(&self) -> usize {
+        self.queue.processing().len()
+    }
+
     /// How many cached parents this replica owns.
     pub fn owned(&self) -> usize {
         let route = self.route.read().expect("route lock poisoned");

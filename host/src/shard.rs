@@ -33,7 +33,9 @@
 //! - A member stops claiming `p` (publishes a view not giving it `p`) only after its last
 //!   reconcile of `p` ended.
 //! - A member whose Lease expired is no longer read, but it stopped writing before that (the
-//!   renew deadline and the fence).
+//!   renew deadline and the fence). One that renews again only after its deadline had passed
+//!   (it was paused, or cut off) keeps its fence closed, drops every reconcile still in
+//!   flight from before, and rejoins as a newcomer.
 //!
 //! Nothing is written on the objects, and a planned move costs one Lease write per member.
 //! Clock steps are out of scope (as for leader election): a local clock that jumps can make a
@@ -242,6 +244,21 @@ impl Member<'_> {
         if let Some(target) = self.target.clone() {
             let sent = Instant::now();
             match self.write(&target).await {
+                Ok(())
+                    if self
+                        .renewed
+                        .is_some_and(|t| sent.duration_since(t) >= timings.renew) =>
+                {
+                    // Renewed, but after a gap past the deadline (the process was paused, or
+                    // the renewal itself hung): the others may have taken every parent
+                    // meanwhile, and reconciles from before the gap may still be in flight.
+                    // The fence stays closed until they are gone and this member rejoins.
+                    warn!(member = %self.ring.member, gap_seconds = sent.duration_since(
+                        self.renewed.unwrap_or(sent)).as_secs(),
+                        "renewed only after the renew deadline had passed; rejoining");
+                    self.lose_everything(fence).await;
+                    return true;
+                }
                 Ok(()) => {
                     self.renewed = Some(sent);
                     fence.open_until(sent + timings.renew);
@@ -326,10 +343,16 @@ impl Member<'_> {
               "could not renew within the renew deadline; reconciling nothing until it can");
         fence.close();
         self.supervisor.assign(Assignment::Nothing);
-        // Rejoin as a newcomer: a view from a fresh reading, claims only after that.
+        // Rejoin as a newcomer: a view from a fresh reading, claims only after that. The
+        // fence opens again at the next renewal, so every reconcile from before must be gone
+        // by then (the pools are being aborted; this waits a renew deadline at most).
         self.published = None;
         self.target = None;
         self.renewed = None;
+        let deadline = Instant::now() + self.ring.timings.renew;
+        while self.supervisor.in_flight() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Creates or renews this member's Lease with `view`.

@@ -185,6 +185,11 @@ impl Supervisor {
         self.controllers().iter().map(|c| c.moving()).sum()
     }
 
+    /// Reconciles in flight, across controllers.
+    pub fn in_flight(&self) -> usize {
+        self.controllers().iter().map(|c| c.in_flight()).sum()
+    }
+
     /// The parents each controller owns, by plugin name.
     pub fn owned(&self) -> Vec<(String, usize)> {
         self.controllers()

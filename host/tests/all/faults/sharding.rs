@@ -1,7 +1,7 @@
 //! Several active replicas with `--sharding` under load (WebApps and ConfigMapGenerators, specs
 //! changing throughout): scaled 1 → 2 → 3 → 2 and restarted one by one, one of three killed
-//! with `kill -9`, one of three cut off from the API server, and a plugin upgraded while a
-//! member joins. Each time every parent converges, nothing is duplicated, leaked or lost, the
+//! with `kill -9`, one of three cut off from the API server, one of three paused (`SIGSTOP`)
+//! past its Lease, and a plugin upgraded while a member joins. Each time every parent converges, nothing is duplicated, leaked or lost, the
 //! members split the parents exactly, and the audit log shows no two replicas writing for the
 //! same parent within one handover.
 
@@ -393,4 +393,39 @@ async fn a_plugin_upgraded_while_a_member_joins() {
     }
     no_two_writers(&world, &marks, "-stamp").unwrap_or_else(|e| panic!("{e}"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to the process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .expect("running kill");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+#[tokio::test]
+async fn a_member_paused_past_its_lease_writes_nothing_when_it_wakes() {
+    let names = ["replica-a", "replica-b", "replica-c"];
+    let (_plane, world, mut hosts) = start("shard-pause", &names).await;
+    split_exactly(&hosts.iter().collect::<Vec<_>>()).await;
+    let mut marks = Marks::default();
+    let churn = Churn::start(&world, PARENTS);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // Frozen mid-work, as a stopped VM or a long GC pause would be: its reconciles in flight
+    // wake up after the others have taken their parents, and its fence must hold their writes.
+    marks.now();
+    let pid = hosts[2].pid().expect("c runs");
+    signal(pid, "STOP");
+    settled(&world, &names[..2]).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    marks.now();
+    signal(pid, "CONT");
+    settled(&world, &names).await;
+    let back = Instant::now();
+    churn.stop().await;
+    split_exactly(&hosts.iter().collect::<Vec<_>>()).await;
+    recovered("shard-pause", &world, &mut hosts[0], back).await;
+    no_two_writers(&world, &marks, "").unwrap_or_else(|e| panic!("{e}"));
 }
