@@ -50,6 +50,12 @@ impl AuditEvent {
     pub fn by_reconhost(&self) -> bool {
         self.user_agent.starts_with("reconhost/")
     }
+
+    /// Which replica of the host made it: the host name in `reconhost/<version> (<host>)`.
+    pub fn replica(&self) -> Option<&str> {
+        let (_, rest) = self.user_agent.split_once(" (")?;
+        rest.split(')').next()
+    }
 }
 
 /// A user as the audit log records it.

@@ -163,11 +163,7 @@ impl Writes {
             if object.resource == "leases" || object.name.is_empty() {
                 continue;
             }
-            let Some(replica) = event
-                .user_agent
-                .split_once(" (")
-                .and_then(|(_, rest)| rest.split(')').next())
-            else {
+            let Some(replica) = event.replica() else {
                 continue;
             };
             let Ok(at) = event.stage_timestamp.parse::<Timestamp>() else {

@@ -153,11 +153,7 @@ fn no_two_writers(world: &World, marks: &Marks, suffix: &str) -> Result<usize, S
         if object.resource == "leases" || object.name.is_empty() {
             continue;
         }
-        let Some(replica) = event
-            .user_agent
-            .split_once(" (")
-            .and_then(|(_, rest)| rest.split(')').next())
-        else {
+        let Some(replica) = event.replica() else {
             continue;
         };
         let at: Timestamp = event
