@@ -25,6 +25,10 @@ const V1_CPUACCT: &str = "/sys/fs/cgroup/cpuacct";
 /// quota is a share of each 100 ms, so a host over it waits out the rest of that period.
 const CPU_PERIOD_US: u64 = 100_000;
 
+/// How many plain processes' share of a busy CPU a [`CpuQuota`] weighs (v1 `cpu.shares` of
+/// 1024 each, v2 `cpu.weight` of 100 each). It bounds nothing: the quota does.
+pub const CPU_WEIGHT: u64 = 10;
+
 /// Whether this machine mounts the unified hierarchy (v2) rather than v1's.
 pub fn is_v2() -> bool {
     Path::new(V2).join("cgroup.controllers").is_file()
@@ -129,7 +133,9 @@ pub struct Throttling {
 
 impl CpuQuota {
     /// A new cgroup `name` allowed `millicores` thousandths of one CPU (300: 30 ms of each
-    /// 100 ms period, whatever the number of threads).
+    /// 100 ms period, whatever the number of threads; at least 10, the kernel's least quota).
+    /// It weighs as [`CPU_WEIGHT`] plain processes, so that it gets its quota on a machine busy
+    /// with other work: the quota, not the neighbours, is what holds it back.
     pub fn new(name: &str, millicores: u64) -> Result<Self, Error> {
         let v2 = is_v2();
         let roots: Vec<PathBuf> = if v2 {
@@ -165,14 +171,16 @@ impl CpuQuota {
         }
         let quota = (millicores.max(1) * CPU_PERIOD_US / 1000).max(1000);
         let cpu = &dirs[0];
+        let write = |file: &str, value: String| {
+            std::fs::write(cpu.join(file), value).map_err(|e| fail("limiting", cpu, e))
+        };
         if v2 {
-            std::fs::write(cpu.join("cpu.max"), format!("{quota} {CPU_PERIOD_US}"))
-                .map_err(|e| fail("limiting", cpu, e))?;
+            write("cpu.max", format!("{quota} {CPU_PERIOD_US}"))?;
+            write("cpu.weight", (100 * CPU_WEIGHT).to_string())?;
         } else {
-            std::fs::write(cpu.join("cpu.cfs_period_us"), CPU_PERIOD_US.to_string())
-                .map_err(|e| fail("limiting", cpu, e))?;
-            std::fs::write(cpu.join("cpu.cfs_quota_us"), quota.to_string())
-                .map_err(|e| fail("limiting", cpu, e))?;
+            write("cpu.cfs_period_us", CPU_PERIOD_US.to_string())?;
+            write("cpu.cfs_quota_us", quota.to_string())?;
+            write("cpu.shares", (1024 * CPU_WEIGHT).to_string())?;
         }
         Ok(Self { dirs, v2 })
     }
