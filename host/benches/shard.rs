@@ -8,17 +8,19 @@
 //! moved. Run with `make bench-shard` (it starts its own control plane); the figures go to
 //! docs/BENCHMARKS.md.
 //!
-//! **The quota.** On this machine (2 cores for everything) the control plane spends 10–30 ms of
-//! CPU per parent converged (three writes, their watch events to every replica, etcd) and a
-//! replica about 1.5 ms. With 300 millicores a replica could converge ~200 parents a second
-//! and three of them would need several cores of control plane: the control plane, not the
-//! replicas, would be measured. At the default 25 millicores one replica converges ~15 a
-//! second and three need well under a core of control plane; the table shows, per run, how
-//! much of its quota each replica used and in how many CFS periods the quota stopped it, so a
-//! run where the replicas were not the bottleneck shows as one. The handovers run at
-//! `SHARD_HANDOVER_MILLICORES` (default 500, a usual container limit): at 25 a joining
-//! replica's start and its backlog of gained parents would take 20 times longer and hide the
-//! protocol's own pause.
+//! **The quota.** On this machine (2 cores for everything) the control plane spends 10–35 ms of
+//! CPU per parent converged (the create and three writes, their watch events to every replica,
+//! the audit log, etcd) and a replica 1.5–3 ms. With 300 millicores one replica could converge
+//! ~150 parents a second, and three of them would need several cores of control plane: the
+//! control plane, not the replicas, would be measured. At the default 15 millicores one
+//! replica converges ~8 a second and three need about half a core of control plane. Each
+//! replica's cgroup also weighs as ten plain processes (`CPU_WEIGHT`), so that other work on
+//! the machine does not take its quota from it. The table shows, per run, how much of its
+//! quota each replica used and in how many CFS periods the quota stopped it, and the
+//! throughput the quotas allow at the CPU per parent measured: a run where the replicas were
+//! not the bottleneck shows as one. The handovers run at `SHARD_HANDOVER_MILLICORES`
+//! (default 500, a usual container limit): at 15 a joining replica's start and its backlog of
+//! gained parents would take 30 times longer and hide the protocol's own pause.
 //!
 //! **A moved parent's pause** is read two ways (see [`handover`]):
 //! - from the event (the kill; the new member's Lease created) to the new owner's first
@@ -33,7 +35,7 @@
 //! successes, the keys a worker took off the queue and skipped as another replica's.
 //!
 //! Environment: `SHARD_PARENTS` (default 3000), `SHARD_MILLICORES` (each replica's quota in
-//! thousandths of a CPU, default 25), `SHARD_REPLICAS` (runs with 1 to this many, default 3; 0
+//! thousandths of a CPU, default 15), `SHARD_REPLICAS` (runs with 1 to this many, default 3; 0
 //! for the handovers alone), `SHARD_ROUNDS` (default 2; rounds alternate the order),
 //! `SHARD_HANDOVER` (0 skips the handovers), `SHARD_HANDOVER_MILLICORES` (default 500),
 //! `SHARD_HOT` (parents changing during the handovers, default 40) and `SHARD_CHURN_MS` (each
@@ -355,7 +357,7 @@ async fn handovers(s: &Settings) -> Vec<Handover> {
 async fn main() {
     let s = Settings {
         parents: env_or("SHARD_PARENTS", 3000),
-        millicores: env_or("SHARD_MILLICORES", 25) as u64,
+        millicores: env_or("SHARD_MILLICORES", 15) as u64,
         handover_millicores: env_or("SHARD_HANDOVER_MILLICORES", 500) as u64,
         replicas: env_or("SHARD_REPLICAS", 3),
         rounds: env_or("SHARD_ROUNDS", 2).max(1),
