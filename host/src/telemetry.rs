@@ -94,8 +94,18 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
     // For the spans made with their own times (the wait in the queue, the cause).
     opentelemetry::global::set_tracer_provider(provider.clone());
     let tracer = provider.tracer("reconhost");
+    // The layer's defaults do work on every span that no reader of these traces needs, and a
+    // reconcile's spans are entered at every poll of its future: activating the span's
+    // OpenTelemetry context on each enter (the host asks a span for its context where it needs
+    // one: `propagate`, `trace_id`, `caused_by`), busy and idle times (two clock reads per
+    // enter and exit), thread ids and names, and source locations as attributes.
+    // docs/BENCHMARKS.md has what they cost.
     let otel = tracing_opentelemetry::layer()
         .with_tracer(tracer)
+        .with_context_activation(false)
+        .with_tracked_inactivity(false)
+        .with_threads(false)
+        .with_location(false)
         .with_filter(Targets::new().with_target(TARGET, LevelFilter::TRACE));
     registry.with(otel).init();
     ENABLED.store(true, Ordering::Relaxed);
@@ -124,11 +134,12 @@ pub fn caused_by(span: &tracing::Span, attributes: Vec<opentelemetry::KeyValue>,
     let tracer = opentelemetry::global::tracer("reconhost");
     let now = SystemTime::now();
     let start = now.checked_sub(since.elapsed()).unwrap_or(now);
+    // A root: the cause has a trace of its own, which the reconcile links to.
     let mut cause = tracer
         .span_builder(CAUSE)
         .with_start_time(start)
         .with_attributes(attributes.clone())
-        .start(&tracer);
+        .start_with_context(&tracer, &opentelemetry::Context::new());
     cause.end_with_timestamp(start);
     span.add_link_with_attributes(cause.span_context().clone(), attributes);
     let mut wait = tracer
