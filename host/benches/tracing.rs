@@ -1,19 +1,20 @@
-//! What tracing costs the host in CPU, measured side by side in one run on the real control
-//! plane: three hosts, each reconciling `TRACING_PARENTS` webapp parents (default 300) in a
-//! namespace of its own — tracing off (no endpoint: the host installs no OpenTelemetry layer),
-//! on at full sampling (`--otlp-endpoint` at the control plane's OTLP receiver,
-//! `--trace-sampling-ratio 1`), and on sampling nothing (ratio 0) — each given the same spec
-//! changes in turn: `TRACING_CHANGES` (default 10) changes of every parent's image, each waited
-//! for until every parent shows it in `status.observedGeneration`. The figure is the host
-//! process's CPU time (user + system, /proc/<pid>/stat, all its threads, the exporter's
-//! included) per reconcile, from the first change to the export of the last batch (the batch
-//! processor sends every 5 s), median of `TRACING_ROUNDS` (default 3) rounds; rounds rotate
-//! which host goes first. Run with `make bench-tracing` (it starts its own control plane); the
-//! figures go to docs/BENCHMARKS.md.
+//! What tracing costs the host in CPU, measured side by side on the real control plane: three
+//! hosts, each reconciling `TRACING_PARENTS` webapp parents (default 300) in a namespace of its
+//! own — tracing off (no endpoint: the host installs no OpenTelemetry layer), on at full
+//! sampling (`--otlp-endpoint` at the control plane's OTLP receiver, `--trace-sampling-ratio
+//! 1`), and on sampling nothing (ratio 0) — given the same spec changes at the same moment:
+//! `TRACING_CHANGES` (default 10) changes of every parent's image per round, each waited for
+//! until every parent of every host shows it in `status.observedGeneration`. Running the three
+//! at once puts the machine's load, which drifts (it is shared), on all three alike. The figure
+//! is each host process's CPU time (user + system, /proc/<pid>/stat, all its threads, the
+//! exporter's included) per reconcile, from the round's first change to the export of its last
+//! batch (the batch processor sends every 5 s), median of `TRACING_ROUNDS` (default 3) rounds.
+//! Run with `make bench-tracing` (it starts its own control plane); the figures go to
+//! docs/BENCHMARKS.md.
 //!
 //! The parents have no replicas: an image change makes the Deployment controller write a
 //! ReplicaSet and the Deployment's status, not start pods, so the control plane's load stays
-//! that of the host's own writes.
+//! that of the hosts' own writes.
 //!
 //! The targets (issue 26): at full sampling at most 3 % more CPU per reconcile than with
 //! tracing off; tracing off at most 0.5 % more than no tracing layer. Off *is* no layer: what
@@ -28,6 +29,7 @@ mod measure;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
+use futures::future::join_all;
 use reconhost_tests::bench::env_or;
 use reconhost_tests::host::{Host, sample};
 use reconhost_tests::world::World;
@@ -162,11 +164,16 @@ async fn change_all(world: &World, parents: usize, image: &str) {
         .await;
 }
 
-/// `changes` image changes of every parent, each converged before the next; then the host's
-/// CPU and reconciles from the first change until it went quiet and exported what was left.
-async fn measure(setup: &Setup, parents: usize, changes: usize, first: usize) -> Figures {
-    let (host, world) = (&setup.host, &setup.world);
-    let (count0, cpu0) = (reconciles(host).await, cpu(host));
+/// One round: `changes` image changes of every parent of every host at once, each converged
+/// everywhere before the next; then each host's CPU and reconciles from the first change until
+/// it went quiet and exported what was left.
+async fn round(setups: &[Setup], parents: usize, changes: usize, first: usize) -> Vec<Figures> {
+    let before: Vec<(f64, Duration)> = join_all(
+        setups
+            .iter()
+            .map(|s| async { (reconciles(&s.host).await, cpu(&s.host)) }),
+    )
+    .await;
     for change in first..first + changes {
         // Two images in turn: each change differs from the one before.
         let image = if change % 2 == 0 {
@@ -174,9 +181,26 @@ async fn measure(setup: &Setup, parents: usize, changes: usize, first: usize) ->
         } else {
             "nginx:1.28"
         };
-        change_all(world, parents, image).await;
-        converged(world, parents).await;
+        join_all(setups.iter().map(|s| change_all(&s.world, parents, image))).await;
+        join_all(setups.iter().map(|s| converged(&s.world, parents))).await;
     }
+    let settled = join_all(setups.iter().map(|s| settle(&s.host))).await;
+    let last = settled.iter().map(|(_, at)| *at).max().expect("hosts");
+    tokio::time::sleep(FLUSH.saturating_sub(last.elapsed())).await;
+    setups
+        .iter()
+        .zip(before)
+        .zip(settled)
+        .map(|((s, (count0, cpu0)), (count, _))| Figures {
+            cpu: cpu(&s.host) - cpu0,
+            reconciles: count - count0,
+        })
+        .collect()
+}
+
+/// Waits until the host's reconcile count stood still for [`QUIET`]: the count, and when it
+/// last moved.
+async fn settle(host: &Host) -> (f64, Instant) {
     let mut last = (reconciles(host).await, Instant::now());
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -184,13 +208,8 @@ async fn measure(setup: &Setup, parents: usize, changes: usize, first: usize) ->
         if count != last.0 {
             last = (count, Instant::now());
         } else if last.1.elapsed() >= QUIET {
-            break;
+            return last;
         }
-    }
-    tokio::time::sleep(FLUSH.saturating_sub(last.1.elapsed())).await;
-    Figures {
-        cpu: cpu(host) - cpu0,
-        reconciles: last.0 - count0,
     }
 }
 
@@ -229,6 +248,7 @@ async fn main() {
     for setup in &setups {
         converged(&setup.world, parents).await;
     }
+    join_all(setups.iter().map(|s| settle(&s.host))).await;
     // What each host costs doing nothing, over as long as a measurement's quiet tail.
     let idle0: Vec<Duration> = setups.iter().map(|s| cpu(&s.host)).collect();
     tokio::time::sleep(QUIET + FLUSH).await;
@@ -239,14 +259,12 @@ async fn main() {
         .collect();
 
     let mut figures: Vec<Vec<Figures>> = MODES.iter().map(|_| Vec::new()).collect();
-    for round in 0..rounds {
-        for k in 0..MODES.len() {
-            let i = (round + k) % MODES.len();
-            let setup = &setups[i];
-            let f = measure(setup, parents, changes, round * changes).await;
+    for r in 0..rounds {
+        let measured = round(&setups, parents, changes, r * changes).await;
+        for (i, f) in measured.into_iter().enumerate() {
             eprintln!(
-                "round {round} {:<28} cpu {:>6.3} s  reconciles {:>6}  {:>5.1} µs/reconcile",
-                setup.mode.label(),
+                "round {r} {:<28} cpu {:>6.3} s  reconciles {:>6}  {:>5.1} µs/reconcile",
+                setups[i].mode.label(),
                 f.cpu.as_secs_f64(),
                 f.reconciles,
                 f.per_reconcile() * 1e6
