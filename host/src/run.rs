@@ -8,11 +8,17 @@
 //! - the dynamic mode (no `--plugin`): reconcile ReconcilePlugin resources ([`Lifecycle`]),
 //!   where one plugin that fails only fails itself.
 //!
+//! How the replica shares the parents with others (alone, elected, or a member of a sharding
+//! ring) is [`replicas`]'s.
+//!
 //! `/readyz` is true once the start-up set is serving: every file's plugin has synced, or every
 //! ReconcilePlugin of the first list has been reconciled once.
 //!
 //! Shutdown (SIGTERM or SIGINT): readiness goes false, no reconcile starts any more, and
-//! in-flight reconciles get `--graceful-shutdown-seconds` to finish; then the watches stop.
+//! in-flight reconciles get `--graceful-shutdown-seconds` to finish; then the leader's Lease is
+//! released (or the ring member's deleted) and the watches stop.
+
+mod replicas;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -29,20 +35,17 @@ use tracing::{info, warn};
 
 use crate::cache::Informers;
 use crate::cli::RunArgs;
-use crate::controller::context::HostLeases;
 use crate::controller::guest_memory::{self, GuestMemory};
-use crate::controller::route::Assignment;
 use crate::controller::workers::stop_signal;
 use crate::controller::{Context, Spec};
 use crate::identity::access::Access;
-use crate::leader::{self, Election};
 use crate::lifecycle::load::Loader;
 use crate::lifecycle::{Defaults, Lifecycle};
 use crate::metrics::Metrics;
 use crate::runtime::{Limits, Runtime};
-use crate::shard::Ring;
 use crate::source::{SourceConfig, Sources};
 use crate::supervisor::Supervisor;
+use replicas::{Replication, SERVICE_ACCOUNT_NAMESPACE};
 
 /// Runs the host until `shutdown` completes.
 pub async fn run(
@@ -50,15 +53,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let metrics = Metrics::new();
-    let timings = leader::Timings::new(
-        args.leader_elect_lease_duration,
-        args.leader_elect_renew_deadline,
-        args.leader_elect_retry_period,
-    )
-    .map_err(|e| anyhow::anyhow!("--leader-elect-*: {e}"))?;
+    let replication = Replication::of(&args)?;
     // With sharding every write waits on the fence; the ring's own Lease writes go through a
     // client without it.
-    let fence = args.sharding.then(crate::shard::Fence::default);
     let instrumented = |fence| crate::client::Instrumented {
         metrics: metrics.clone(),
         request_timeout: args.request_timeout,
@@ -66,9 +63,11 @@ pub async fn run(
     };
     let client = crate::client::client(
         args.kubeconfig.as_deref(),
-        Some(instrumented(fence.clone())),
+        Some(instrumented(replication.fence())),
     )
     .await?;
+    let lease_client =
+        crate::client::client(args.kubeconfig.as_deref(), Some(instrumented(None))).await?;
     let version = client
         .apiserver_version()
         .await
@@ -83,65 +82,10 @@ pub async fn run(
     let informers = Informers::new(client.clone(), args.namespace.clone(), args.watch_timeout);
     let grace = Duration::from_secs(args.graceful_shutdown_seconds);
     let (stop_election, election_stop) = stop_signal();
-    let (leading_tx, leading) = watch::channel(!args.leader_elect && !args.sharding);
-    let mut leading_tx = Some(leading_tx);
-    let (assignment_tx, assignment) = watch::channel(if args.leader_elect || args.sharding {
-        Assignment::Nothing
-    } else {
-        Assignment::All
-    });
-    let lease_namespace = || match &args.leader_election_namespace {
-        Some(ns) => Ok(ns.clone()),
-        None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
-            .map(|ns| ns.trim().to_owned())
-            .context(
-                "--leader-elect and --sharding need --leader-election-namespace outside a cluster",
-            ),
-    };
-    let mut lease = None;
-    let ring = if args.sharding {
-        let ring = Ring::new(
-            &lease_namespace()?,
-            &args.sharding_ring,
-            &leader::identity(),
-            timings,
-        );
-        lease = Some(HostLeases {
-            namespace: ring.namespace.clone(),
-            name: ring.prefix(),
-            prefix: true,
-        });
-        Some(ring)
-    } else {
-        None
-    };
-    let election = if args.leader_elect {
-        let election = Election {
-            namespace: lease_namespace()?,
-            name: args.leader_election_id.clone(),
-            identity: leader::identity(),
-            timings,
-        };
-        lease = Some(HostLeases {
-            namespace: election.namespace.clone(),
-            name: election.name.clone(),
-            prefix: false,
-        });
-        info!(lease = %format!("{}/{}", election.namespace, election.name),
-              identity = %election.identity, "leader election: reconciling only while leading");
-        Some(tokio::spawn(leader::run(
-            client.clone(),
-            election,
-            leading_tx.take().expect("the leadership's sender"),
-            election_stop.clone(),
-        )))
-    } else if ring.is_none() {
-        // No election: this replica always leads. The sender is kept so the value never ends.
-        std::mem::forget(leading_tx.take());
-        None
-    } else {
-        None
-    };
+    let (leads, owns) = replication.at_start();
+    let (leading_tx, leading) = watch::channel(leads);
+    let (assignment_tx, assignment) = watch::channel(owns);
+    let lease = replication.leases();
     let guest_budget =
         guest_memory::budget(args.max_guest_memory_mib, guest_memory::container_limit());
     info!(
@@ -175,30 +119,14 @@ pub async fn run(
         guest_memory: GuestMemory::new(guest_budget),
     };
     let supervisor = Arc::new(Supervisor::new(ctx, args.cache_sync_timeout, assignment_tx));
-    let membership = match (ring, fence) {
-        (Some(ring), Some(fence)) => {
-            let lease_client =
-                crate::client::client(args.kubeconfig.as_deref(), Some(instrumented(None))).await?;
-            Some(tokio::spawn(crate::shard::run(
-                lease_client,
-                ring,
-                supervisor.clone(),
-                leading_tx.take().expect("the leadership's sender"),
-                fence,
-                metrics.clone(),
-                election_stop,
-            )))
-        }
-        _ => {
-            if args.leader_elect {
-                tokio::spawn(crate::supervisor::follow_leadership(
-                    Arc::downgrade(&supervisor),
-                    supervisor.context().leading.clone(),
-                ));
-            }
-            None
-        }
-    };
+    let replicating = replication.start(
+        client.clone(),
+        lease_client,
+        &supervisor,
+        leading_tx,
+        metrics.clone(),
+        election_stop,
+    );
     let concurrency = usize::from(args.max_concurrent_reconciles);
 
     let (stop, stopped) = watch::channel(false);
@@ -301,7 +229,7 @@ pub async fn run(
     supervisor.shutdown().await;
     // Released only once nothing reconciles any more, so the next leader never overlaps.
     stop_election.stop();
-    for task in [election, membership].into_iter().flatten() {
+    if let Some(task) = replicating {
         let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
     for task in background {
@@ -357,9 +285,6 @@ fn trusted_keys(files: &[PathBuf]) -> anyhow::Result<Vec<crate::source::signatur
         })
         .collect()
 }
-
-/// Where a pod's ServiceAccount namespace is mounted.
-const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// The supervisor owner of a `--plugin` file.
 fn owner_of(path: &Path) -> String {
