@@ -165,6 +165,10 @@ const RUST: &[(&str, &str)] = &[
         include_str!("../../plugins/sdk/src/info.rs"),
     ),
     (
+        "sdk/src/object.rs",
+        include_str!("../../plugins/sdk/src/object.rs"),
+    ),
+    (
         "sdk/src/request.rs",
         include_str!("../../plugins/sdk/src/request.rs"),
     ),

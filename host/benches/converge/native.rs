@@ -135,14 +135,14 @@ async fn reconcile(webapp: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Acti
         let mut deployment = serde_json::to_value(&*deployment)?;
         deployment["apiVersion"] = json!("apps/v1");
         deployment["kind"] = json!("Deployment");
-        request.children.push(deployment);
+        request.children.push(deployment.into());
     }
     let response = webapp::WebApp::reconcile(request).map_err(Error::Logic)?;
 
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let owner = json!({"apiVersion": ctx.webapps.api_version, "kind": ctx.webapps.kind,
                        "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true});
-    for mut child in response.children.into_iter().map(|c| c.object) {
+    for mut child in response.children.into_iter().map(|c| c.object.into_value()) {
         child["metadata"]["namespace"] = json!(namespace);
         child["metadata"]["ownerReferences"] = json!([owner]);
         let resource = match child["kind"].as_str() {
@@ -158,7 +158,9 @@ async fn reconcile(webapp: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Acti
             .await?;
     }
 
-    let mut status = response.status.unwrap_or_else(|| json!({}));
+    let mut status = response
+        .status
+        .map_or_else(|| json!({}), reconhost_sdk::Object::into_value);
     status["observedGeneration"] = json!(webapp.metadata.generation);
     let now = jiff::Timestamp::now()
         .round(jiff::Unit::Second)

@@ -2,10 +2,10 @@
 //! ([`Response::child_in_wave`](crate::Response::child_in_wave)) and for the rolling update
 //! methods ([`UpdateStrategy::status_check`](crate::UpdateStrategy::status_check)).
 
-use serde_json::Value;
+use serde::Serialize;
 
-use crate::ConditionStatus;
 use crate::wit::reconhost::plugin::types as wit;
+use crate::{ConditionStatus, Object};
 
 /// One readiness check on an observed child.
 ///
@@ -18,12 +18,13 @@ use crate::wit::reconhost::plugin::types as wit;
 ///
 /// let available = Check::condition("Available", ConditionStatus::True);
 /// let running = Check::equals("status.phase", "Running");
+/// let three = Check::field("spec.replicas", Comparison::Equal, Operand::value(3));
 /// let scaled = Check::field(
 ///     "status.readyReplicas",
 ///     Comparison::AtLeast,
 ///     Operand::Field("spec.replicas".into()),
 /// );
-/// # let _ = (available, running, scaled);
+/// # let _ = (available, running, three, scaled);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Check {
@@ -64,8 +65,9 @@ pub enum Comparison {
 /// What a field is compared with (see [`Check::Field`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operand {
-    /// A JSON value, e.g. `json!("Running")`, `json!(3)`, `json!(true)`.
-    Value(Value),
+    /// A JSON value as its text, e.g. `Operand::value("Running")`, `Operand::value(3)` or
+    /// `Operand::Value(json!(true).into())`.
+    Value(Object),
     /// Another field of the same object, as a dotted path (e.g. `spec.replicas`).
     Field(String),
 }
@@ -91,8 +93,11 @@ impl Check {
 
     /// The field at `path` equals `value` as JSON, e.g. `Check::equals("status.phase",
     /// "Running")`.
-    pub fn equals(path: &str, value: impl Into<Value>) -> Self {
-        Self::field(path, Comparison::Equal, Operand::Value(value.into()))
+    ///
+    /// # Panics
+    /// If `value` does not serialize to JSON (see [`Operand::value`]).
+    pub fn equals(path: &str, value: impl Serialize) -> Self {
+        Self::field(path, Comparison::Equal, Operand::value(value))
     }
 
     pub(crate) fn to_wit(&self) -> wit::ReadyCheck {
@@ -126,9 +131,18 @@ impl Comparison {
 }
 
 impl Operand {
+    /// A JSON value: a string, a number, a boolean, a `json!` value, anything serializable.
+    ///
+    /// # Panics
+    /// If `value` does not serialize to JSON, which cannot happen for strings, numbers,
+    /// booleans, plain structs or `serde_json::Value`.
+    pub fn value(value: impl Serialize) -> Self {
+        Self::Value(Object::to_json(&value).expect("an operand serializes to JSON"))
+    }
+
     fn to_wit(&self) -> wit::Operand {
         match self {
-            Self::Value(value) => wit::Operand::Value(value.to_string()),
+            Self::Value(value) => wit::Operand::Value(value.json().to_owned()),
             Self::Field(path) => wit::Operand::Field(path.clone()),
         }
     }
@@ -180,7 +194,7 @@ mod tests {
             Check::field(
                 "status.readyReplicas",
                 Comparison::AtMost,
-                Operand::Value(json!(3))
+                Operand::Value(json!(3).into())
             )
             .to_wit(),
             field(

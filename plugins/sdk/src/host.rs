@@ -3,12 +3,13 @@
 //! Reads are limited to the kinds declared in [`crate::Info::reads`], and the host remembers
 //! them: when an object you read changes, the parent is reconciled again. You never write
 //! watch-mapping code.
+//!
+//! What they return is each object's JSON text as an [`Object`], read on demand: with
+//! [`Object::parse`] into a type of yours, or dynamically (`object["data"]`).
 
-use serde_json::Value;
-
-use crate::Kind;
 use crate::wit::reconhost::plugin::host as wit_host;
 use crate::wit::reconhost::plugin::types as wit;
+use crate::{Kind, Object};
 
 pub use wit::Level;
 
@@ -19,7 +20,7 @@ pub enum ReadError {
     NotAllowed(String),
     /// The request was malformed (e.g. a bad label selector).
     Invalid(String),
-    /// Anything else, including a host answer that is not JSON.
+    /// Anything else.
     Other(String),
 }
 
@@ -45,11 +46,6 @@ impl From<wit::ReadError> for ReadError {
     }
 }
 
-fn parse(text: &str) -> Result<Value, ReadError> {
-    serde_json::from_str(text)
-        .map_err(|e| ReadError::Other(format!("the host sent invalid JSON: {e}")))
-}
-
 /// Writes a line to the host's log, tagged with the plugin and the parent.
 pub fn log(level: Level, message: &str) {
     wit_host::log(level, message);
@@ -61,18 +57,15 @@ pub fn info(message: &str) {
 }
 
 /// One object by kind, namespace and name; `Ok(None)` if it does not exist.
-pub fn get(kind: &Kind, namespace: &str, name: &str) -> Result<Option<Value>, ReadError> {
-    match wit_host::get(&kind.to_wit(), namespace, name)? {
-        Some(text) => parse(&text).map(Some),
-        None => Ok(None),
-    }
+pub fn get(kind: &Kind, namespace: &str, name: &str) -> Result<Option<Object>, ReadError> {
+    Ok(wit_host::get(&kind.to_wit(), namespace, name)?.map(Object::from_json))
 }
 
 /// Objects of a kind in a namespace (empty: all namespaces) matching a label selector
 /// (empty: all).
-pub fn list(kind: &Kind, namespace: &str, label_selector: &str) -> Result<Vec<Value>, ReadError> {
-    wit_host::list(&kind.to_wit(), namespace, label_selector)?
-        .iter()
-        .map(|t| parse(t))
-        .collect()
+pub fn list(kind: &Kind, namespace: &str, label_selector: &str) -> Result<Vec<Object>, ReadError> {
+    Ok(wit_host::list(&kind.to_wit(), namespace, label_selector)?
+        .into_iter()
+        .map(Object::from_json)
+        .collect())
 }

@@ -22,7 +22,9 @@ impl Kind {
         }
     }
 
-    /// The kind of a k8s-openapi type, e.g. `Kind::of::<Deployment>()`.
+    /// The kind of a k8s-openapi type, e.g. `Kind::of::<Deployment>()` (with the SDK's
+    /// `k8s-openapi` feature).
+    #[cfg(feature = "k8s-openapi")]
     pub fn of<K: k8s_openapi::Resource>() -> Self {
         Self::new(K::API_VERSION, K::KIND)
     }

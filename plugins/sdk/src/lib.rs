@@ -6,9 +6,33 @@
 //! and build with `cargo build --target wasm32-wasip2 --release`.
 //!
 //! ```no_run
-//! use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, json};
+//! use std::collections::BTreeMap;
+//!
+//! use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response};
+//! use serde::{Deserialize, Serialize};
 //!
 //! struct Greeter;
+//!
+//! /// `Greeting.spec`, read straight from the parent's JSON text.
+//! #[derive(Deserialize)]
+//! struct Spec {
+//!     who: String,
+//! }
+//!
+//! /// The child: a partial object with only the fields this plugin owns (server-side apply).
+//! #[derive(Serialize)]
+//! #[serde(rename_all = "camelCase")]
+//! struct ConfigMap<'a> {
+//!     api_version: &'static str,
+//!     kind: &'static str,
+//!     metadata: Metadata<'a>,
+//!     data: BTreeMap<&'static str, String>,
+//! }
+//!
+//! #[derive(Serialize)]
+//! struct Metadata<'a> {
+//!     name: &'a str,
+//! }
 //!
 //! impl Reconciler for Greeter {
 //!     fn info() -> Info {
@@ -17,19 +41,44 @@
 //!     }
 //!
 //!     fn reconcile(request: Request) -> Result<Response, Error> {
-//!         let who = request.spec_str("who").ok_or_else(|| Error::permanent("spec.who is required"))?;
-//!         let config_map = json!({
-//!             "apiVersion": "v1",
-//!             "kind": "ConfigMap",
-//!             "metadata": {"name": request.name()},
-//!             "data": {"greeting": format!("hello, {who}")},
-//!         });
+//!         let spec: Spec = request.spec()?;
+//!         let config_map = ConfigMap {
+//!             api_version: "v1",
+//!             kind: "ConfigMap",
+//!             metadata: Metadata { name: request.name() },
+//!             data: BTreeMap::from([("greeting", format!("hello, {}", spec.who))]),
+//!         };
 //!         Ok(Response::new().child(config_map).ready(true, "Greeted", "the greeting exists"))
 //!     }
 //! }
 //!
 //! reconhost_sdk::export!(Greeter);
 //! ```
+//!
+//! # Typed reads, small plugins
+//!
+//! The host sends each object as JSON text, and the SDK keeps it that way ([`Object`]) until
+//! the plugin reads it: [`Request::spec`], [`Request::config`] and [`Object::parse`] read the
+//! text straight into the plugin's own types (fields it does not name are skipped, `&str` and
+//! `Cow<str>` fields can borrow from the text), and [`Response::child`] writes a child
+//! straight to text. That is the path to take: it keeps a plugin's component and compiled code
+//! small, which is what a host running many plugins spends its memory on, and its calls fast.
+//!
+//! Two conveniences cost more, and are there when they are worth it:
+//!
+//! - **Dynamic JSON**: `json!`, [`Object::value`] and indexing (`request.parent["spec"]`) go
+//!   through `serde_json::Value`, which is parsed and built whole. A plugin that uses them
+//!   links the `Value` code (tens of KiB) and allocates every field.
+//! - **k8s-openapi's types**, with the SDK's `k8s-openapi` feature (`Kind::of`,
+//!   `Request::child_as` and `reconhost_sdk::k8s_openapi`): complete, checked types for
+//!   every built-in kind, whose (de)serialization code comes whole with them — about
+//!   0.5 MiB of component to write a Deployment and as much again to read one, and seconds
+//!   of compile time in the host. A struct with the fields the plugin sets is what server-side
+//!   apply wants anyway (a partial object); use k8s-openapi for small types (a
+//!   `LabelSelector`) or where its completeness matters more than size.
+//!
+//! The `webapp` example (plugins/examples/webapp) writes a Deployment and a Service this way;
+//! docs/BENCHMARKS.md (*Small plugins through the SDK*) has its sizes and times.
 //!
 //! What the host guarantees and enforces (see the WIT contract, `reconhost:plugin@0.2.0`):
 //!
@@ -95,6 +144,7 @@
 
 mod check;
 mod info;
+mod object;
 mod request;
 mod response;
 
@@ -102,7 +152,9 @@ pub mod host;
 
 pub use check::{Check, Comparison, Operand};
 pub use info::{ChildKind, Info, Kind, UpdateMethod, UpdateStrategy};
+#[cfg(feature = "k8s-openapi")]
 pub use k8s_openapi;
+pub use object::Object;
 pub use request::Request;
 pub use response::{
     Child, Condition, ConditionStatus, Error, Event, EventType, ParentMetadata, Response,
@@ -163,8 +215,7 @@ pub mod __private {
     pub fn reconcile<P: Reconciler>(
         request: wit_types::Request,
     ) -> Result<wit_types::Response, wit_types::Error> {
-        let request = Request::from_wit(request).map_err(wit_types::Error::Permanent)?;
-        match P::reconcile(request) {
+        match P::reconcile(Request::from_wit(request)) {
             Ok(response) => Ok(response.into_wit()),
             Err(crate::Error::Transient(m)) => Err(wit_types::Error::Transient(m)),
             Err(crate::Error::Permanent(m)) => Err(wit_types::Error::Permanent(m)),

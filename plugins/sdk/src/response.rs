@@ -3,10 +3,9 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::Check;
 use crate::wit::reconhost::plugin::types as wit;
+use crate::{Check, Object};
 
 /// The desired state of one parent. Build it with the chained methods.
 ///
@@ -37,7 +36,7 @@ pub struct Response {
     pub children: Vec<Child>,
     /// The desired `status` of the parent (a JSON object), `None` to leave it unchanged. The
     /// host sets `status.observedGeneration` and `status.conditions`.
-    pub status: Option<Value>,
+    pub status: Option<Object>,
     /// Conditions to merge into the parent's `status.conditions`, by type.
     pub conditions: Vec<Condition>,
     /// Events to record on the parent.
@@ -60,7 +59,7 @@ pub struct Child {
     /// sets `metadata.namespace` to the parent's namespace and the parent as controller
     /// ownerReference; a child that names another namespace or carries
     /// `metadata.ownerReferences` is rejected.
-    pub object: Value,
+    pub object: Object,
     /// Its wave: the host creates or changes children of wave n+1 only once every child of
     /// waves up to n exists as desired and is ready. 0 for children with no order.
     pub wave: u32,
@@ -133,12 +132,13 @@ impl Response {
         Self::default()
     }
 
-    /// Adds a desired child in wave 0 with no readiness checks of its own: a JSON value or any
-    /// serializable type (k8s-openapi objects).
+    /// Adds a desired child in wave 0 with no readiness checks of its own: any serializable
+    /// type (a struct of the fields the plugin owns, a `json!` value, a k8s-openapi object),
+    /// written straight to JSON text.
     ///
     /// # Panics
-    /// If `child` does not serialize to JSON, which cannot happen for k8s-openapi types or
-    /// `serde_json::Value`.
+    /// If `child` does not serialize to JSON, which cannot happen for plain structs,
+    /// k8s-openapi types or `serde_json::Value`.
     #[must_use]
     pub fn child(self, child: impl Serialize) -> Self {
         self.child_in_wave(0, child, [])
@@ -149,8 +149,8 @@ impl Response {
     /// passes its `ready_when` checks (and the checks every child gets, see [`Check`]).
     ///
     /// # Panics
-    /// If `child` does not serialize to JSON, which cannot happen for k8s-openapi types or
-    /// `serde_json::Value`.
+    /// If `child` does not serialize to JSON, which cannot happen for plain structs,
+    /// k8s-openapi types or `serde_json::Value`.
     #[must_use]
     pub fn child_in_wave(
         mut self,
@@ -159,7 +159,7 @@ impl Response {
         ready_when: impl IntoIterator<Item = Check>,
     ) -> Self {
         self.children.push(Child {
-            object: serde_json::to_value(child).expect("a child serializes to JSON"),
+            object: Object::to_json(&child).expect("a child serializes to JSON"),
             wave,
             ready_when: ready_when.into_iter().collect(),
         });
@@ -172,7 +172,7 @@ impl Response {
     /// If `status` does not serialize to JSON.
     #[must_use]
     pub fn status(mut self, status: impl Serialize) -> Self {
-        self.status = Some(serde_json::to_value(status).expect("a status serializes to JSON"));
+        self.status = Some(Object::to_json(&status).expect("a status serializes to JSON"));
         self
     }
 
@@ -265,7 +265,7 @@ impl Response {
     pub(crate) fn into_wit(self) -> wit::Response {
         wit::Response {
             children: self.children.into_iter().map(Child::into_wit).collect(),
-            status: self.status.map(|s| s.to_string()),
+            status: self.status.map(Object::into_json),
             conditions: self
                 .conditions
                 .into_iter()
@@ -301,7 +301,7 @@ impl Response {
 impl Child {
     fn into_wit(self) -> wit::DesiredChild {
         wit::DesiredChild {
-            object: self.object.to_string(),
+            object: self.object.into_json(),
             wave: self.wave,
             ready_when: self.ready_when.iter().map(Check::to_wit).collect(),
         }
@@ -353,7 +353,7 @@ impl std::error::Error for Error {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn config_map(name: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})

@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, json};
-use serde::Deserialize;
+use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response};
+use serde::{Deserialize, Serialize};
 
 /// The plugin.
 pub struct Archiver;
@@ -18,6 +18,35 @@ pub struct Archiver;
 struct Spec {
     #[serde(default)]
     data: BTreeMap<String, String>,
+}
+
+/// The ConfigMap, as far as the plugin owns it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigMap<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    data: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    name: &'a str,
+}
+
+/// What the plugin reads of the observed ConfigMap: its data.
+#[derive(Deserialize)]
+struct Observed {
+    #[serde(default)]
+    data: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct Status {
+    phase: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<usize>,
 }
 
 impl Reconciler for Archiver {
@@ -34,30 +63,49 @@ impl Reconciler for Archiver {
     fn reconcile(request: Request) -> Result<Response, Error> {
         let spec: Spec = request.spec()?;
         let name = request.name();
-        let config_map = |data: serde_json::Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data});
+        let config_map = |data| ConfigMap {
+            api_version: "v1",
+            kind: "ConfigMap",
+            metadata: Metadata { name },
+            data,
+        };
+        let keys = spec.data.len();
         if !request.finalizing {
             return Ok(Response::new()
-                .child(config_map(json!(spec.data)))
-                .status(json!({"phase": "Active", "keys": spec.data.len()}))
+                .child(config_map(spec.data))
+                .status(Status {
+                    phase: "Active",
+                    keys: Some(keys),
+                })
                 .ready(true, "Stored", "the data is stored"));
         }
-        let tombstone = json!({"archived": "true", "keys": spec.data.len().to_string()});
+        let tombstone = BTreeMap::from([
+            ("archived".to_owned(), "true".to_owned()),
+            ("keys".to_owned(), keys.to_string()),
+        ]);
         let archived = request
             .child("v1", "ConfigMap", name)
-            .is_some_and(|cm| cm["data"] == tombstone);
+            .and_then(|cm| cm.parse::<Observed>().ok())
+            .is_some_and(|cm| cm.data == tombstone);
         if archived {
             Ok(Response::new()
                 .child(config_map(tombstone))
-                .status(json!({"phase": "Archived"}))
+                .status(Status {
+                    phase: "Archived",
+                    keys: None,
+                })
                 .event(
                     "Archived",
-                    &format!("archived {} keys; releasing the finalizer", spec.data.len()),
+                    &format!("archived {keys} keys; releasing the finalizer"),
                 )
                 .finalized())
         } else {
             Ok(Response::new()
                 .child(config_map(tombstone))
-                .status(json!({"phase": "Archiving"}))
+                .status(Status {
+                    phase: "Archiving",
+                    keys: None,
+                })
                 .event("Archiving", "writing the tombstone before deletion"))
         }
     }
@@ -68,8 +116,9 @@ reconhost_sdk::export!(Archiver);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reconhost_sdk::{Object, json};
 
-    fn archive(finalizing: bool, children: Vec<serde_json::Value>) -> Request {
+    fn archive(finalizing: bool, children: Vec<Object>) -> Request {
         let mut r = Request::new(
             json!({"metadata": {"name": "a", "namespace": "n"}, "spec": {"data": {"x": "1"}}}),
         );

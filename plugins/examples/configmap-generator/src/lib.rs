@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, json};
-use serde::Deserialize;
+use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response};
+use serde::{Deserialize, Serialize};
 
 /// The plugin.
 pub struct ConfigMapGenerator;
@@ -14,6 +14,33 @@ pub struct ConfigMapGenerator;
 struct Spec {
     #[serde(default)]
     content: BTreeMap<String, String>,
+}
+
+/// The ConfigMap, as far as the plugin owns it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigMap<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    data: &'a BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    name: &'a str,
+    labels: Labels,
+}
+
+#[derive(Serialize)]
+struct Labels {
+    #[serde(rename = "app.kubernetes.io/managed-by")]
+    managed_by: &'static str,
+}
+
+#[derive(Serialize)]
+struct Status {
+    keys: usize,
 }
 
 impl Reconciler for ConfigMapGenerator {
@@ -29,15 +56,25 @@ impl Reconciler for ConfigMapGenerator {
     fn reconcile(request: Request) -> Result<Response, Error> {
         let spec: Spec = request.spec()?;
         let keys = spec.content.len();
+        let config_map = ConfigMap {
+            api_version: "v1",
+            kind: "ConfigMap",
+            metadata: Metadata {
+                name: request.name(),
+                labels: Labels {
+                    managed_by: "reconhost",
+                },
+            },
+            data: &spec.content,
+        };
         Ok(Response::new()
-            .child(json!({
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": request.name(), "labels": {"app.kubernetes.io/managed-by": "reconhost"}},
-                "data": spec.content,
-            }))
-            .status(json!({"keys": keys}))
-            .ready(true, "Generated", &format!("ConfigMap {} holds {keys} keys", request.name())))
+            .child(config_map)
+            .status(Status { keys })
+            .ready(
+                true,
+                "Generated",
+                &format!("ConfigMap {} holds {keys} keys", request.name()),
+            ))
     }
 }
 
@@ -46,6 +83,7 @@ reconhost_sdk::export!(ConfigMapGenerator);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reconhost_sdk::json;
 
     #[test]
     fn content_should_become_the_configmap_data() {

@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, host, json};
-use serde::Deserialize;
+use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, host};
+use serde::{Deserialize, Serialize};
 
 /// The plugin.
 pub struct MergedConfig;
@@ -17,6 +17,40 @@ pub struct MergedConfig;
 #[serde(deny_unknown_fields)]
 struct Spec {
     sources: Vec<String>,
+}
+
+/// What the plugin reads of a source ConfigMap: its data, nothing else.
+#[derive(Deserialize)]
+struct Source {
+    #[serde(default)]
+    data: Option<BTreeMap<String, String>>,
+}
+
+/// The merged ConfigMap, as far as the plugin owns it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfigMap<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    data: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    name: &'a str,
+    labels: Labels,
+}
+
+#[derive(Serialize)]
+struct Labels {
+    #[serde(rename = "app.kubernetes.io/managed-by")]
+    managed_by: &'static str,
+}
+
+#[derive(Serialize)]
+struct Status<'a> {
+    missing: &'a [String],
 }
 
 fn config_map() -> Kind {
@@ -48,11 +82,10 @@ impl Reconciler for MergedConfig {
                 .map_err(|e| Error::transient(e.to_string()))?;
             match found {
                 Some(cm) => {
-                    if let Some(data) = cm["data"].as_object() {
-                        for (k, v) in data {
-                            merged.insert(k.clone(), v.clone());
-                        }
-                    }
+                    let cm: Source = cm.parse().map_err(|e| {
+                        Error::transient(format!("ConfigMap {source} is unreadable: {e}"))
+                    })?;
+                    merged.extend(cm.data.unwrap_or_default());
                 }
                 None => missing.push(source.clone()),
             }
@@ -63,15 +96,25 @@ impl Reconciler for MergedConfig {
         } else {
             format!("missing sources: {}", missing.join(", "))
         };
+        let output = ConfigMap {
+            api_version: "v1",
+            kind: "ConfigMap",
+            metadata: Metadata {
+                name: request.name(),
+                labels: Labels {
+                    managed_by: "reconhost",
+                },
+            },
+            data: merged,
+        };
         Ok(Response::new()
-            .child(json!({
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": request.name(), "labels": {"app.kubernetes.io/managed-by": "reconhost"}},
-                "data": merged,
-            }))
-            .status(json!({"missing": missing}))
-            .ready(complete, if complete { "Merged" } else { "SourcesMissing" }, &message))
+            .child(output)
+            .status(Status { missing: &missing })
+            .ready(
+                complete,
+                if complete { "Merged" } else { "SourcesMissing" },
+                &message,
+            ))
     }
 }
 

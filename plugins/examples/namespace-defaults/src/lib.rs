@@ -6,10 +6,9 @@
 //! The namespaces are listed through `host::list`, so the host knows this parent depends on
 //! them: a namespace created, labelled or unlabelled later wakes it.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, host, json};
-use serde::Deserialize;
-use serde_json::Value;
+use reconhost_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, Value, host};
+use serde::{Deserialize, Serialize};
 
 /// The plugin.
 pub struct NamespaceDefaults;
@@ -20,12 +19,69 @@ struct Spec {
     /// Which namespaces get the defaults; an empty selector matches every namespace.
     #[serde(default)]
     namespace_selector: LabelSelector,
-    /// The ResourceQuota's `spec.hard`.
+    /// The ResourceQuota's `spec.hard`, passed on as it is (so any JSON the CRD allows).
     #[serde(default)]
-    quota: serde_json::Map<String, Value>,
-    /// The LimitRange's `spec.limits`.
+    quota: reconhost_sdk::serde_json::Map<String, Value>,
+    /// The LimitRange's `spec.limits`, passed on as they are.
     #[serde(default)]
     limits: Vec<Value>,
+}
+
+/// What the plugin reads of a Namespace.
+#[derive(Deserialize)]
+struct Namespace {
+    metadata: NamespaceMetadata,
+    #[serde(default)]
+    status: Option<NamespaceStatus>,
+}
+
+#[derive(Deserialize)]
+struct NamespaceMetadata {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct NamespaceStatus {
+    #[serde(default)]
+    phase: Option<String>,
+}
+
+/// A ResourceQuota or a LimitRange, as far as the plugin owns it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Child<'a, S> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    spec: S,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    labels: Labels,
+}
+
+#[derive(Serialize)]
+struct Labels {
+    #[serde(rename = "app.kubernetes.io/managed-by")]
+    managed_by: &'static str,
+}
+
+#[derive(Serialize)]
+struct QuotaSpec<'a> {
+    hard: &'a reconhost_sdk::serde_json::Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct LimitRangeSpec<'a> {
+    limits: &'a [Value],
+}
+
+#[derive(Serialize)]
+struct Status<'a> {
+    namespaces: &'a [String],
 }
 
 fn namespace() -> Kind {
@@ -51,30 +107,43 @@ impl Reconciler for NamespaceDefaults {
             host::list(&namespace(), "", &selector).map_err(|e| Error::transient(e.to_string()))?;
         let mut namespaces: Vec<String> = found
             .iter()
+            .filter_map(|ns| ns.parse::<Namespace>().ok())
             // A namespace being deleted takes its objects with it; writing into it fails.
-            .filter(|ns| ns["status"]["phase"] != "Terminating")
-            .filter_map(|ns| ns["metadata"]["name"].as_str().map(str::to_owned))
+            .filter(|ns| ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating"))
+            .map(|ns| ns.metadata.name)
             .collect();
         namespaces.sort();
         let name = request.name();
+        let metadata = |namespace| Metadata {
+            name,
+            namespace,
+            labels: Labels {
+                managed_by: "reconhost",
+            },
+        };
         let mut response = Response::new();
         for ns in &namespaces {
-            let labels = json!({"app.kubernetes.io/managed-by": "reconhost"});
             response = response
-                .child(json!({
-                    "apiVersion": "v1", "kind": "ResourceQuota",
-                    "metadata": {"name": name, "namespace": ns, "labels": labels},
-                    "spec": {"hard": spec.quota},
-                }))
-                .child(json!({
-                    "apiVersion": "v1", "kind": "LimitRange",
-                    "metadata": {"name": name, "namespace": ns, "labels": labels},
-                    "spec": {"limits": spec.limits},
-                }));
+                .child(Child {
+                    api_version: "v1",
+                    kind: "ResourceQuota",
+                    metadata: metadata(ns),
+                    spec: QuotaSpec { hard: &spec.quota },
+                })
+                .child(Child {
+                    api_version: "v1",
+                    kind: "LimitRange",
+                    metadata: metadata(ns),
+                    spec: LimitRangeSpec {
+                        limits: &spec.limits,
+                    },
+                });
         }
         let message = format!("{} namespaces", namespaces.len());
         Ok(response
-            .status(json!({"namespaces": namespaces}))
+            .status(Status {
+                namespaces: &namespaces,
+            })
             .ready(true, "Applied", &message))
     }
 }
@@ -111,9 +180,10 @@ reconhost_sdk::export!(NamespaceDefaults);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reconhost_sdk::json;
 
     fn selector(value: Value) -> LabelSelector {
-        serde_json::from_value(value).unwrap()
+        reconhost_sdk::serde_json::from_value(value).unwrap()
     }
 
     #[test]

@@ -3,17 +3,17 @@
 //! The Deployment runs one container named `app` with the image and port of the spec; the
 //! Service maps port 80 to it. Status reports the Deployment's ready replicas and a `Ready`
 //! condition that is True once they reach `spec.replicas`.
+//!
+//! Everything is typed, and small: the spec and the observed Deployment are read straight
+//! from the host's JSON into structs that borrow from it, and the children are partial
+//! objects written from structs with only the fields this plugin owns (as server-side apply
+//! wants), rather than k8s-openapi's complete types, whose code for a Deployment alone would
+//! be most of the component (see the SDK's docs).
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response, json};
-use serde::Deserialize;
+use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response};
+use serde::{Deserialize, Serialize};
 
 /// The plugin.
 pub struct WebApp;
@@ -21,11 +21,12 @@ pub struct WebApp;
 /// `WebApp.spec`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Spec {
+pub struct Spec<'a> {
     /// Container image, required and non-empty (a missing image is reported as an empty one,
-    /// so every language's `webapp` gives the same message).
-    #[serde(default)]
-    pub image: String,
+    /// so every language's `webapp` gives the same message). Borrowed from the parent's text
+    /// unless it holds escapes.
+    #[serde(default, borrow)]
+    pub image: Cow<'a, str>,
     /// Desired replicas, default 1.
     #[serde(default = "one")]
     pub replicas: i32,
@@ -42,6 +43,126 @@ fn default_port() -> i32 {
     8080
 }
 
+/// What webapp reads of its observed Deployment; every other field is skipped unread.
+#[derive(Deserialize)]
+struct ObservedDeployment {
+    #[serde(default)]
+    status: Option<ObservedStatus>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ObservedStatus {
+    #[serde(default)]
+    ready_replicas: Option<i32>,
+}
+
+/// The labels of both children, and of the Deployment's pods.
+#[derive(Serialize)]
+struct Labels<'a> {
+    #[serde(rename = "app.kubernetes.io/name")]
+    name: &'a str,
+    #[serde(rename = "app.kubernetes.io/managed-by")]
+    managed_by: &'static str,
+}
+
+/// What selects the pods: the name label alone.
+#[derive(Serialize)]
+struct Selector<'a> {
+    #[serde(rename = "app.kubernetes.io/name")]
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    name: &'a str,
+    labels: &'a Labels<'a>,
+}
+
+/// The Deployment, as far as webapp owns it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Deployment<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    spec: DeploymentSpec<'a>,
+}
+
+#[derive(Serialize)]
+struct DeploymentSpec<'a> {
+    replicas: i32,
+    selector: LabelSelector<'a>,
+    template: PodTemplate<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LabelSelector<'a> {
+    match_labels: &'a Selector<'a>,
+}
+
+#[derive(Serialize)]
+struct PodTemplate<'a> {
+    metadata: PodMetadata<'a>,
+    spec: PodSpec<'a>,
+}
+
+#[derive(Serialize)]
+struct PodMetadata<'a> {
+    labels: &'a Labels<'a>,
+}
+
+#[derive(Serialize)]
+struct PodSpec<'a> {
+    containers: [Container<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct Container<'a> {
+    name: &'static str,
+    image: &'a str,
+    ports: [ContainerPort; 1],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerPort {
+    container_port: i32,
+    name: &'static str,
+}
+
+/// The Service, as far as webapp owns it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Service<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    spec: ServiceSpec<'a>,
+}
+
+#[derive(Serialize)]
+struct ServiceSpec<'a> {
+    selector: &'a Selector<'a>,
+    ports: [ServicePort; 1],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ServicePort {
+    name: &'static str,
+    port: i32,
+    target_port: i32,
+}
+
+/// `WebApp.status`, as webapp sets it (the host adds observedGeneration and conditions).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Status {
+    ready_replicas: i32,
+}
+
 impl Reconciler for WebApp {
     fn info() -> Info {
         Info::new(
@@ -49,8 +170,8 @@ impl Reconciler for WebApp {
             Kind::new("examples.reconhost.dev/v1alpha1", "WebApp"),
         )
         .version(env!("CARGO_PKG_VERSION"))
-        .child(Kind::of::<Deployment>())
-        .child(Kind::of::<Service>())
+        .child(Kind::new("apps/v1", "Deployment"))
+        .child(Kind::new("v1", "Service"))
     }
 
     fn reconcile(request: Request) -> Result<Response, Error> {
@@ -70,71 +191,59 @@ impl Reconciler for WebApp {
                 spec.replicas
             )));
         }
-        let name = request.name().to_owned();
-        let labels = BTreeMap::from([
-            ("app.kubernetes.io/name".to_owned(), name.clone()),
-            (
-                "app.kubernetes.io/managed-by".to_owned(),
-                "reconhost".to_owned(),
-            ),
-        ]);
-        let selector = BTreeMap::from([("app.kubernetes.io/name".to_owned(), name.clone())]);
-        let meta = ObjectMeta {
-            name: Some(name.clone()),
-            labels: Some(labels.clone()),
-            ..Default::default()
+        let name = request.name();
+        let labels = Labels {
+            name,
+            managed_by: "reconhost",
+        };
+        let selector = Selector { name };
+        let metadata = || Metadata {
+            name,
+            labels: &labels,
         };
 
         let deployment = Deployment {
-            metadata: meta.clone(),
-            spec: Some(DeploymentSpec {
-                replicas: Some(spec.replicas),
+            api_version: "apps/v1",
+            kind: "Deployment",
+            metadata: metadata(),
+            spec: DeploymentSpec {
+                replicas: spec.replicas,
                 selector: LabelSelector {
-                    match_labels: Some(selector.clone()),
-                    ..Default::default()
+                    match_labels: &selector,
                 },
-                template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(labels),
-                        ..Default::default()
-                    }),
-                    spec: Some(PodSpec {
-                        containers: vec![Container {
-                            name: "app".to_owned(),
-                            image: Some(spec.image.clone()),
-                            ports: Some(vec![ContainerPort {
+                template: PodTemplate {
+                    metadata: PodMetadata { labels: &labels },
+                    spec: PodSpec {
+                        containers: [Container {
+                            name: "app",
+                            image: &spec.image,
+                            ports: [ContainerPort {
                                 container_port: spec.port,
-                                name: Some("http".to_owned()),
-                                ..Default::default()
-                            }]),
-                            ..Default::default()
+                                name: "http",
+                            }],
                         }],
-                        ..Default::default()
-                    }),
+                    },
                 },
-                ..Default::default()
-            }),
-            status: None,
+            },
         };
         let service = Service {
-            metadata: meta,
-            spec: Some(ServiceSpec {
-                selector: Some(selector),
-                ports: Some(vec![ServicePort {
-                    name: Some("http".to_owned()),
+            api_version: "v1",
+            kind: "Service",
+            metadata: metadata(),
+            spec: ServiceSpec {
+                selector: &selector,
+                ports: [ServicePort {
+                    name: "http",
                     port: 80,
-                    target_port: Some(IntOrString::Int(spec.port)),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            status: None,
+                    target_port: spec.port,
+                }],
+            },
         };
 
         let ready_replicas = request
-            .child_as::<Deployment>(&name)
-            .and_then(|d| d.status)
-            .and_then(|s| s.ready_replicas)
+            .child("apps/v1", "Deployment", name)
+            .and_then(|d| d.parse::<ObservedDeployment>().ok())
+            .and_then(|d| d.status?.ready_replicas)
             .unwrap_or(0);
         let ready = ready_replicas >= spec.replicas;
         let message = format!("{ready_replicas} of {} replicas ready", spec.replicas);
@@ -146,7 +255,7 @@ impl Reconciler for WebApp {
         Ok(Response::new()
             .child(deployment)
             .child(service)
-            .status(json!({"readyReplicas": ready_replicas}))
+            .status(Status { ready_replicas })
             .ready(ready, reason, &message))
     }
 }
@@ -159,9 +268,9 @@ reconhost_sdk::export!(WebApp);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reconhost_sdk::{ConditionStatus, json};
+    use reconhost_sdk::{ConditionStatus, Value, json};
 
-    fn parent(spec: serde_json::Value) -> Request {
+    fn parent(spec: Value) -> Request {
         Request::new(json!({
             "apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "WebApp",
             "metadata": {"name": "shop", "namespace": "team-a", "generation": 1}, "spec": spec
@@ -198,12 +307,15 @@ mod tests {
     #[test]
     fn ready_replicas_should_come_from_the_observed_deployment() {
         let mut request = parent(json!({"image": "nginx", "replicas": 2}));
-        request.children.push(json!({
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop"},
-            "status": {"readyReplicas": 2}
-        }));
+        request.children.push(
+            json!({
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop"},
+                "status": {"readyReplicas": 2}
+            })
+            .into(),
+        );
         let response = WebApp::reconcile(request).unwrap();
-        assert_eq!(response.status, Some(json!({"readyReplicas": 2})));
+        assert_eq!(response.status.unwrap().json(), r#"{"readyReplicas":2}"#);
         assert_eq!(response.conditions[0].status, ConditionStatus::True);
     }
 

@@ -78,7 +78,7 @@ impl Reconciler for Plugin {
         let terminating = request
             .children
             .iter()
-            .filter(|c| !wanted_names.contains(&named(c)))
+            .filter(|c| !wanted_names.contains(&named(c.value())))
             .count();
         let mut history: Vec<Value> = status["history"].as_array().cloned().unwrap_or_default();
         if history.last().and_then(Value::as_str) != Some(next) {

@@ -1,8 +1,6 @@
 //! webapp's logic under another parent kind, so one host can run many distinct plugins in the
 //! fleet benchmark. The kind and the plugin's name are fixed at build time.
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
 use reconhost_sdk::{Error, Info, Kind, Reconciler, Request, Response};
 
 /// The group every fleet kind lives in.
@@ -21,8 +19,8 @@ struct Fleet;
 impl Reconciler for Fleet {
     fn info() -> Info {
         Info::new(NAME, Kind::new(API_VERSION, KIND))
-            .child(Kind::of::<Deployment>())
-            .child(Kind::of::<Service>())
+            .child(Kind::new("apps/v1", "Deployment"))
+            .child(Kind::new("v1", "Service"))
     }
 
     fn reconcile(request: Request) -> Result<Response, Error> {
