@@ -149,6 +149,7 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
         (s.parents, s.parents),
         "every parent converged with its children"
     );
+    let (writes, shared) = Writes::read(&world).census();
     let quota = s.millicores as f64 / 1000.0;
     let mut figures = Throughput {
         replicas: n,
@@ -172,6 +173,9 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
         rss: Vec::new(),
         peak: Vec::new(),
         owned: Vec::new(),
+        moved: Vec::new(),
+        writes,
+        shared,
     };
     // The last reconciles (woken by the final status writes) finish; then memory at rest.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -180,6 +184,8 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
         figures.rss.push(rss);
         figures.peak.push(peak);
         figures.owned.push(r.owned().await);
+        let (gained, lost) = r.moved().await;
+        figures.moved.push(gained + lost);
     }
     for r in replicas {
         r.host.stop(Duration::from_secs(10));

@@ -180,6 +180,18 @@ impl Writes {
         }
         Self(writes)
     }
+
+    /// How many writes there are in all, and how many parents were written by more than one
+    /// replica.
+    pub fn census(&self) -> (usize, usize) {
+        let total = self.0.values().map(Vec::len).sum();
+        let shared = self
+            .0
+            .values()
+            .filter(|w| w.iter().any(|(_, r)| *r != w[0].1))
+            .count();
+        (total, shared)
+    }
 }
 
 /// `later - earlier`, or zero.

@@ -96,6 +96,21 @@ impl Replica {
         .unwrap_or(0.0)
     }
 
+    /// Parents it gained and lost so far, as its metrics say: none while the ring stays as it
+    /// is.
+    pub async fn moved(&self) -> (f64, f64) {
+        let metrics = self.host.metrics().await.unwrap_or_default();
+        let moved = |direction| {
+            sample(
+                &metrics,
+                "reconhost_shard_moved_parents_total",
+                &[("direction", direction)],
+            )
+            .unwrap_or(0.0)
+        };
+        (moved("gained"), moved("lost"))
+    }
+
     /// Resident memory now and at its peak, MiB.
     pub fn memory(&self) -> (f64, f64) {
         let [peak, rss, _] = measure::memory_mib(self.host.pid().expect("running"));

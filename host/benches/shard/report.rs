@@ -42,6 +42,14 @@ pub struct Throughput {
     pub peak: Vec<f64>,
     /// The parents each replica owns, as its metrics say.
     pub owned: Vec<f64>,
+    /// The parents each replica gained or lost since it started (none expected: the ring
+    /// settled before the parents were created).
+    pub moved: Vec<f64>,
+    /// The replicas' writes (the audit log), and the parents written by more than one replica
+    /// (none expected).
+    pub writes: usize,
+    /// See `writes`.
+    pub shared: usize,
 }
 
 impl Throughput {
@@ -69,7 +77,8 @@ impl Throughput {
             "{} replica(s): created in {:.1} s, converged in {:.1} s; {:.0} reconciles ({:.0} \
              counted by controller_runtime_reconcile_total); CPU {:.1} s ({:.2} s per 1,000); \
              quota used {}; periods throttled {}; control plane {:.2} cores, machine {:.2} cores; \
-             RSS {} MiB (peak {}); owned {}",
+             RSS {} MiB (peak {}); owned {}; gained or lost {}; {} writes, {} parents written \
+             by two replicas",
             self.replicas,
             self.created.as_secs_f64(),
             self.converged.as_secs_f64(),
@@ -84,6 +93,9 @@ impl Throughput {
             list(&self.rss, 1),
             list(&self.peak, 1),
             list(&self.owned, 0),
+            list(&self.moved, 0),
+            self.writes,
+            self.shared,
         );
     }
 }
