@@ -9,9 +9,14 @@
 //! Environment: `FLEET_PLUGINS` (default 50), `FLEET_PARENTS` (per kind, default 20),
 //! `FLEET_ROUNDS` (default 1; rounds alternate which side goes first), `FLEET_IDLE_SECS`
 //! (the idle window, default 30), `FLEET_SIDES` (`host`, `operators` or both, the default),
-//! `FLEET_SMAPS=1` (print the host's largest memory mappings after convergence), `FLEET_LEAN=1`
-//! (the host's plugins built from `runtime-lean-webapp` instead: the same logic without
-//! `serde_json::Value` and k8s-openapi; the operators are unchanged).
+//! `FLEET_SMAPS=1` (print the host's largest memory mappings after convergence), `FLEET_BUILDS`
+//! (the host sides to run, each with its own plugins, comma-separated: `sdk`, the default,
+//! webapp's logic through the SDK; `lean`, built from `runtime-lean-webapp`, the same logic on
+//! the raw contract; `baseline`, the components in the directory `FLEET_BASELINE` names, built
+//! by another commit; `FLEET_LEAN=1` is `FLEET_BUILDS=lean`). The operators are the same for all.
+//!
+//! Prints, for each host side, its memory after convergence against the operators' and the
+//! verdict on the target (issue 28: ≤ 0.05 of fifty operators' resident memory).
 
 #[path = "measure/mod.rs"]
 mod measure;
@@ -30,20 +35,23 @@ use reconhost_tests::world::World;
 use serde_json::json;
 
 use measure::{ProcessSample, median};
-use variants::{GROUP, Variant};
+use variants::{Build, GROUP, Variant};
 
-/// The two ways of running the fleet.
+/// The host's memory after convergence as a share of the operators', at most (issue 28).
+const MEMORY_TARGET: f64 = 0.05;
+
+/// The ways of running the fleet: one host with the plugins of a build, or the operators.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Side {
-    Host,
+    Host(Build),
     Operators,
 }
 
 impl Side {
-    fn label(self) -> &'static str {
+    fn label(self) -> String {
         match self {
-            Side::Host => "one reconhost, N plugins",
-            Side::Operators => "N kube-runtime operators",
+            Side::Host(build) => format!("one reconhost, N plugins ({})", build.label()),
+            Side::Operators => "N kube-runtime operators".to_owned(),
         }
     }
 }
@@ -70,7 +78,7 @@ enum Processes {
 impl Processes {
     async fn start(side: Side, world: &World, fleet: &[Variant]) -> Self {
         match side {
-            Side::Host => {
+            Side::Host(_) => {
                 let names: Vec<String> = fleet.iter().map(Variant::component_name).collect();
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 Processes::Host(world.host_with(&names, &[], &[]).await)
@@ -159,7 +167,9 @@ async fn converged(world: &World, fleet: &[Variant]) -> (usize, usize, usize) {
 
 async fn run(side: Side, fleet: &[Variant], parents: usize, idle: Duration) -> Figures {
     let world = World::new(match side {
-        Side::Host => "fleet-host",
+        Side::Host(Build::Sdk) => "fleet-host",
+        Side::Host(Build::Lean) => "fleet-host-lean",
+        Side::Host(Build::Baseline) => "fleet-host-base",
         Side::Operators => "fleet-operators",
     })
     .await;
@@ -207,7 +217,7 @@ async fn run(side: Side, fleet: &[Variant], parents: usize, idle: Duration) -> F
     tokio::time::sleep(Duration::from_secs(5)).await;
     let before = ProcessSample::take(&pids, port);
     tokio::time::sleep(idle).await;
-    if side == Side::Host && std::env::var_os("FLEET_SMAPS").is_some() {
+    if matches!(side, Side::Host(_)) && std::env::var_os("FLEET_SMAPS").is_some() {
         measure::print_largest_mappings(pids[0]);
     }
     let after = ProcessSample::take(&pids, port);
@@ -241,50 +251,76 @@ async fn main() {
     let rounds = env_or("FLEET_ROUNDS", 1);
     let idle = Duration::from_secs(env_or("FLEET_IDLE_SECS", 30) as u64);
 
-    let lean = std::env::var_os("FLEET_LEAN").is_some_and(|v| v == "1");
-    let fleet: Vec<Variant> = (0..plugins).map(|i| Variant(i, lean)).collect();
-    let built = Instant::now();
-    variants::build(&fleet);
-    println!(
-        "{plugins} plugin variants ({}) ready in {:.1} s",
-        if lean {
-            "runtime-lean-webapp: no Value, no k8s-openapi"
-        } else {
-            "webapp's logic through the SDK"
-        },
-        built.elapsed().as_secs_f64()
-    );
+    let builds: Vec<Build> = if std::env::var_os("FLEET_LEAN").is_some_and(|v| v == "1") {
+        vec![Build::Lean]
+    } else {
+        std::env::var("FLEET_BUILDS")
+            .unwrap_or_else(|_| "sdk".to_owned())
+            .split(',')
+            .map(|b| match b.trim() {
+                "sdk" => Build::Sdk,
+                "lean" => Build::Lean,
+                "baseline" => Build::Baseline,
+                other => panic!("FLEET_BUILDS: {other:?} is not sdk, lean or baseline"),
+            })
+            .collect()
+    };
+    let fleets: Vec<(Build, Vec<Variant>)> = builds
+        .iter()
+        .map(|&build| (build, (0..plugins).map(|i| Variant(i, build)).collect()))
+        .collect();
+    for (build, fleet) in &fleets {
+        let built = Instant::now();
+        variants::build(fleet);
+        println!(
+            "{plugins} plugin variants ({}) ready in {:.1} s",
+            match build {
+                Build::Sdk => "webapp's logic through the SDK",
+                Build::Lean => "runtime-lean-webapp: webapp's logic on the raw contract",
+                Build::Baseline => "the baseline's components, from FLEET_BASELINE",
+            },
+            built.elapsed().as_secs_f64()
+        );
+    }
     let world = World::new("fleet-crds").await;
-    variants::install_crds(&world.client, &fleet).await;
+    variants::install_crds(&world.client, &fleets[0].1).await;
     // The first writes of a kind whose CRD was just established took ~2 s in this API server:
     // let the new kinds settle, so the side that runs first does not pay for it.
     tokio::time::sleep(Duration::from_secs(10)).await;
     // Compiled once here, into the cache the host reads, so the host's start below measures a
     // host whose plugins are already compiled (as after its first start).
-    let compiled = Instant::now();
-    variants::precompile(&fleet);
-    println!(
-        "{plugins} plugins compiled (or found in the cache) in {:.1} s",
-        compiled.elapsed().as_secs_f64()
-    );
+    for (build, fleet) in &fleets {
+        let compiled = Instant::now();
+        variants::precompile(fleet);
+        println!(
+            "{plugins} plugins ({}) compiled (or found in the cache) in {:.1} s",
+            build.label(),
+            compiled.elapsed().as_secs_f64()
+        );
+    }
 
+    let only = std::env::var("FLEET_SIDES").unwrap_or_default();
+    let mut sides: Vec<Side> = Vec::new();
+    if only != "operators" {
+        sides.extend(builds.iter().map(|&b| Side::Host(b)));
+    }
+    if only != "host" {
+        sides.push(Side::Operators);
+    }
     let mut all = Vec::new();
     for round in 0..rounds {
-        let order = if round % 2 == 0 {
-            [Side::Host, Side::Operators]
-        } else {
-            [Side::Operators, Side::Host]
-        };
-        let only = std::env::var("FLEET_SIDES").unwrap_or_default();
+        let mut order = sides.clone();
+        if round % 2 == 1 {
+            order.reverse();
+        }
         for side in order {
-            if (only == "host" && side != Side::Host)
-                || (only == "operators" && side != Side::Operators)
-            {
-                continue;
-            }
-            let f = run(side, &fleet, parents, idle).await;
+            let fleet = match side {
+                Side::Host(build) => &fleets.iter().find(|(b, _)| *b == build).unwrap().1,
+                Side::Operators => &fleets[0].1,
+            };
+            let f = run(side, fleet, parents, idle).await;
             println!(
-                "round {round} {:<26} started {:>5.1} s  converged {:>6.1} s  RSS idle {:>7.1} MiB  \
+                "round {round} {:<34} started {:>5.1} s  converged {:>6.1} s  RSS idle {:>7.1} MiB  \
                  after {:>7.1} MiB (anonymous {:>7.1})  peak {:>7.1} MiB  API connections {:>4}  idle CPU {:>5.1}% of a core",
                 f.side.label(),
                 f.started.as_secs_f64(),
@@ -307,7 +343,7 @@ async fn main() {
         median(all.iter().filter(|f| f.side == s).map(get).collect())
     };
     type Column<'a> = &'a dyn Fn(&Figures) -> f64;
-    let rows: [(&str, Column); 8] = [
+    let columns: [(&str, Column); 8] = [
         ("start until ready (s)", &|f| f.started.as_secs_f64()),
         ("all parents converged after (s)", &|f| {
             f.converged.as_secs_f64()
@@ -321,9 +357,32 @@ async fn main() {
         }),
         ("idle CPU (% of one core)", &|f| f.idle_cpu),
     ];
-    let rows: Vec<(&str, f64, f64)> = rows
-        .into_iter()
-        .map(|(name, get)| (name, of(Side::Host, get), of(Side::Operators, get)))
-        .collect();
-    measure::side_by_side(Side::Host.label(), Side::Operators.label(), &rows);
+    let has_operators = sides.contains(&Side::Operators);
+    let mut verdicts = Vec::new();
+    for side in sides.iter().filter(|s| matches!(s, Side::Host(_))) {
+        let rows: Vec<(&str, f64, f64)> = columns
+            .iter()
+            .map(|(name, get)| (*name, of(*side, get), of(Side::Operators, get)))
+            .collect();
+        println!();
+        measure::side_by_side(&side.label(), &Side::Operators.label(), &rows);
+        if has_operators {
+            let share = of(*side, &|f| f.rss) / of(Side::Operators, &|f| f.rss);
+            verdicts.push(format!(
+                "{}: RSS after convergence {share:.3} of the operators', target <= {MEMORY_TARGET}: {}",
+                side.label(),
+                if share <= MEMORY_TARGET {
+                    "met".to_owned()
+                } else {
+                    format!("missed by {:.2}x", share / MEMORY_TARGET)
+                }
+            ));
+        }
+    }
+    if !verdicts.is_empty() {
+        println!("\nTargets:");
+        for v in &verdicts {
+            println!("- {v}");
+        }
+    }
 }

@@ -8,6 +8,8 @@
 
 #[path = "one_call/mod.rs"]
 mod one_call;
+#[path = "reconcile/small.rs"]
+mod small;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -294,7 +296,7 @@ fn main() {
         println!("{row}");
     }
     memory_reset(&bytes, &cache);
-    lean_path(&runtime);
+    verdicts.extend(small::small_plugins(&runtime, &cache, ITERATIONS));
     let floor = empty_floor(&runtime);
     verdicts.push(format!(
         "empty reconcile {:.1} us to the result, target <= 15 us: {}",
@@ -313,8 +315,10 @@ fn main() {
     }
 
     println!();
-    println!("| plugin | size | cold compile | cached load (new engine, from disk) |");
-    println!("|---|---|---|---|");
+    println!(
+        "| plugin | size | compiled code (.text) | cold compile | cached load (new engine, from disk) |"
+    );
+    println!("|---|---|---|---|---|");
     for name in [
         "webapp",
         "runtime-lean-webapp",
@@ -341,6 +345,11 @@ fn main() {
             median(samples)
         };
         let dir = cache.join(format!("cold-{name}"));
+        let text = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .find_map(|e| small::text_size(&e.path()))
+            .unwrap_or(0);
         let cached = median(
             (0..10)
                 .map(|_| {
@@ -358,8 +367,9 @@ fn main() {
                 .collect(),
         );
         println!(
-            "| {name} | {} KiB | {:.1} ms | {:.2} ms |",
+            "| {name} | {} KiB | {} KiB | {:.1} ms | {:.2} ms |",
             bytes.len() / 1024,
+            text / 1024,
             compile.as_secs_f64() * 1e3,
             cached.as_secs_f64() * 1e3
         );
@@ -415,31 +425,6 @@ fn memory_reset(bytes: &[u8], cache: &std::path::Path) {
             Plugin::load_with_warm(&runtime, "webapp", bytes, Limits::default(), 0).unwrap();
         let Timings { hot, fresh, whole } = three_ways(&warm, &inline, &request, ITERATIONS);
         println!("| {label} | {} | {} | {} |", us(hot), us(fresh), us(whole));
-    }
-}
-
-/// The lean-SDK lever, measured in the runtime: webapp beside `runtime-lean-webapp`, which
-/// gives the same answers (a runtime test checks) without `serde_json::Value` or k8s-openapi.
-fn lean_path(runtime: &Runtime) {
-    println!();
-    println!(
-        "| webapp's logic (1 KiB parent) | component | to the result, pre-made | to the result, inline | whole call, pre-made |"
-    );
-    println!("|---|---|---|---|---|");
-    let request = request(parent(1 << 10));
-    for name in ["webapp", "runtime-lean-webapp"] {
-        let bytes = std::fs::read(plugin_dir().join(format!("{name}.wasm")))
-            .expect("build the plugins first: make plugins");
-        let warm = Plugin::load(runtime, name, &bytes, Limits::default()).unwrap();
-        let inline = Plugin::load_with_warm(runtime, name, &bytes, Limits::default(), 0).unwrap();
-        let Timings { hot, fresh, whole } = three_ways(&warm, &inline, &request, ITERATIONS);
-        println!(
-            "| {name} | {} KiB | {} | {} | {} |",
-            bytes.len() / 1024,
-            us(hot),
-            us(fresh),
-            us(whole)
-        );
     }
 }
 

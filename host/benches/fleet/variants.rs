@@ -1,6 +1,8 @@
-//! The fleet's plugins and CRDs: `Variant(i)` is webapp's logic under the kind `Appii` of
+//! The fleet's plugins and CRDs: `Variant(i, build)` is webapp's logic under the kind `Appii` of
 //! [`GROUP`], built from host/benches/fleet/plugin into `<plugin dir>/fleet/fleet-ii.wasm`
-//! (a directory of their own, apart from the plugins `make plugins` builds).
+//! (a directory of their own, apart from the plugins `make plugins` builds), from
+//! `runtime-lean-webapp` into `fleet-lean/`, or copied from `$FLEET_BASELINE/fleet-ii.wasm`
+//! (components of another commit, built the same way) into `fleet-baseline/`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,11 +18,42 @@ pub const GROUP: &str = "fleet.bench.reconhost.dev";
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
-/// One member of the fleet: its number, and whether it is built from the lean plugin
-/// (`runtime-lean-webapp`: webapp's logic without `serde_json::Value` and k8s-openapi) rather
-/// than from webapp's.
+/// Where a fleet's components come from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Build {
+    /// webapp's logic through the SDK (host/benches/fleet/plugin), built from this checkout.
+    Sdk,
+    /// The lean plugin (`runtime-lean-webapp`: webapp's logic on the raw contract, without the
+    /// SDK), built from this checkout.
+    Lean,
+    /// Components built elsewhere (another commit's fleet plugin), copied from the directory
+    /// `FLEET_BASELINE` names.
+    Baseline,
+}
+
+impl Build {
+    /// How the benchmark's output names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Build::Sdk => "SDK",
+            Build::Lean => "lean",
+            Build::Baseline => "baseline",
+        }
+    }
+
+    /// The directory under the plugin directory that holds its components.
+    fn dir(self) -> &'static str {
+        match self {
+            Build::Sdk => "fleet",
+            Build::Lean => "fleet-lean",
+            Build::Baseline => "fleet-baseline",
+        }
+    }
+}
+
+/// One member of the fleet: its number, and what its component is built from.
 #[derive(Debug, Clone, Copy)]
-pub struct Variant(pub usize, pub bool);
+pub struct Variant(pub usize, pub Build);
 
 impl Variant {
     /// The parent kind, `App07`.
@@ -40,8 +73,7 @@ impl Variant {
 
     /// Its component, as a name under the plugin directory without `.wasm`.
     pub fn component_name(&self) -> String {
-        let dir = if self.1 { "fleet-lean" } else { "fleet" };
-        format!("{dir}/{}", self.plugin_name())
+        format!("{}/{}", self.1.dir(), self.plugin_name())
     }
 
     fn component(&self) -> PathBuf {
@@ -95,6 +127,17 @@ pub fn build(fleet: &[Variant]) {
     let manifest = Path::new(ROOT).join("host/benches/fleet/plugin/Cargo.toml");
     for variant in fleet {
         let out = variant.component();
+        if variant.1 == Build::Baseline {
+            let from = PathBuf::from(
+                std::env::var_os("FLEET_BASELINE")
+                    .expect("FLEET_BASELINE: the baseline's directory"),
+            )
+            .join(format!("{}.wasm", variant.plugin_name()));
+            std::fs::create_dir_all(out.parent().expect("a directory")).unwrap();
+            std::fs::copy(&from, &out)
+                .unwrap_or_else(|e| panic!("copying {}: {e}", from.display()));
+            continue;
+        }
         let fresh = std::fs::metadata(&out)
             .and_then(|m| m.modified())
             .is_ok_and(|built| built >= changed);
@@ -102,7 +145,7 @@ pub fn build(fleet: &[Variant]) {
             continue;
         }
         // The lean variants are the test plugin itself, built in the plugins workspace.
-        let (manifest, crate_name) = if variant.1 {
+        let (manifest, crate_name) = if variant.1 == Build::Lean {
             (
                 Path::new(ROOT).join("plugins/test-plugins/runtime-lean-webapp/Cargo.toml"),
                 "runtime_lean_webapp",

@@ -160,6 +160,28 @@ pub fn print_largest_mappings(pid: u32) {
     for (kib, header) in mappings.iter().take(10) {
         println!("  {:>8} KiB  {header}", kib);
     }
+    // The same by what is mapped: each compiled plugin (`.cwasm`) counted under one line, so
+    // the plugins' share shows beside the host binary's and the anonymous memory.
+    let mut by_kind: std::collections::BTreeMap<String, (u64, usize)> = Default::default();
+    for (kib, header) in &mappings {
+        let path = header.split_whitespace().nth(5).unwrap_or("[anonymous]");
+        let kind = if path.ends_with(".cwasm") {
+            "compiled plugins (*.cwasm)".to_owned()
+        } else if path.starts_with("/memfd:") {
+            "memfd (memory images)".to_owned()
+        } else {
+            path.to_owned()
+        };
+        let entry = by_kind.entry(kind).or_default();
+        entry.0 += kib;
+        entry.1 += 1;
+    }
+    let mut by_kind: Vec<_> = by_kind.into_iter().collect();
+    by_kind.sort_by_key(|(_, (kib, _))| std::cmp::Reverse(*kib));
+    println!("resident by what is mapped:");
+    for (kind, (kib, count)) in by_kind.iter().take(8) {
+        println!("  {kib:>8} KiB  {kind} ({count} mappings)");
+    }
 }
 
 /// The median of some figures (the mean of the middle two for an even count; 0 for none).
