@@ -18,7 +18,7 @@ use serde_json::Value;
 /// only those fields, and [`value`](Self::value) or indexing (`object["spec"]["replicas"]`)
 /// parses it into a `serde_json::Value` once, for code that walks it dynamically. A plugin
 /// that only uses typed reads never links the `Value` parser, which keeps its component and
-/// its compiled code small (see the crate's *Size* section).
+/// its compiled code small (see [the crate's docs](crate#typed-reads-small-plugins)).
 ///
 /// ```
 /// use reconhost_sdk::{Object, json};
