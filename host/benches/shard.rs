@@ -136,6 +136,7 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
         replicas::machine_busy(),
     );
     let counted0 = counted(&replicas).await;
+    let idle: Vec<f64> = replicas.iter().map(|r| r.memory().0).collect();
     let start = Instant::now();
     let created = create(&world, s.parents).await;
     let done = convergence.all(s.parents, CONVERGE_LIMIT).await;
@@ -177,6 +178,8 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
         control_plane: plane1 - plane0,
         machine: machine1 - machine0,
         rss: Vec::new(),
+        idle,
+        children: Vec::new(),
         peak: Vec::new(),
         owned: Vec::new(),
         moved: Vec::new(),
@@ -189,6 +192,7 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
         let (rss, peak) = r.memory();
         figures.rss.push(rss);
         figures.peak.push(peak);
+        figures.children.push(r.children().await);
         figures.owned.push(r.owned().await);
         let (gained, lost) = r.moved().await;
         figures.moved.push(gained + lost);

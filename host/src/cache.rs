@@ -6,6 +6,8 @@
 //! - [`store`]: the cache of one kind and its indexes (by namespace, by controller owner).
 //! - [`object`]: one cached object, JSON text plus the few fields the indexes need.
 //! - [`reader`]: a plugin's `get` and `list`, answered from the caches of the kinds it reads.
+//! - [`sieve`]: with sharding, which children a replica's caches keep whole (those of its own
+//!   parents) and which as stubs.
 //!
 //! Only the watch writes the caches, with one deliberate back edge: the API server's answers
 //! to the host's own writes ([`Informer::observe_write`]).
@@ -14,10 +16,12 @@ pub mod informer;
 pub mod informers;
 pub mod object;
 pub mod reader;
+pub mod sieve;
 pub mod store;
 
 pub use informer::{Informer, Registration, ResolvedKind};
 pub use informers::{DiscoveryError, InformerRef, Informers};
 pub use object::{Cached, Meta};
 pub use reader::{CacheReader, CallReader, ReadGuard};
+pub use sieve::Sieve;
 pub use store::{GroupKind, ObjectKey};

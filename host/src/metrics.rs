@@ -89,6 +89,7 @@ pub struct Metrics {
     compile_seconds: Histograms,
     time_to_converge: ExemplarHistograms,
     shard_members: Gauge,
+    shard_children: Family<Labels, Gauge>,
     shard_owned: Family<Labels, Gauge>,
     shard_moved: Family<Labels, Counter>,
     shard_handover: Histogram,
@@ -151,6 +152,7 @@ impl Metrics {
             fetch_seconds: h(load_histogram),
             compile_seconds: h(load_histogram),
             shard_members: Gauge::default(),
+            shard_children: Family::default(),
             shard_owned: Family::default(),
             shard_moved: Family::default(),
             // From 10 ms (a move with nothing in flight) doubling to 164 s (reconciles that
@@ -332,6 +334,11 @@ impl Metrics {
             m.shard_members.clone(),
         );
         r.register(
+            "reconhost_shard_cached_children",
+            "Children in this replica's caches, whole (its parents') or as stubs (other replicas' parents': metadata only), by form",
+            m.shard_children.clone(),
+        );
+        r.register(
             "reconhost_shard_parents_owned",
             "Cached parents this replica reconciles, per plugin",
             m.shard_owned.clone(),
@@ -473,6 +480,15 @@ impl Metrics {
             self.shard_owned
                 .get_or_create_owned(&labels(&[("plugin", plugin)]))
                 .set(i64::try_from(*count).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Records how many children the caches hold whole and as stubs.
+    pub fn shard_children(&self, whole: usize, stubs: usize) {
+        for (form, count) in [("whole", whole), ("stub", stubs)] {
+            self.shard_children
+                .get_or_create_owned(&labels(&[("form", form)]))
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
     }
 

@@ -33,7 +33,7 @@ use axum::routing::get;
 use tokio::sync::{Semaphore, watch};
 use tracing::{info, warn};
 
-use crate::cache::Informers;
+use crate::cache::{Informers, Sieve};
 use crate::cli::RunArgs;
 use crate::controller::guest_memory::{self, GuestMemory};
 use crate::controller::workers::stop_signal;
@@ -79,12 +79,23 @@ pub async fn run(
             .runtime_config()
             .context("finding this executable to compile plugins in")?,
     )?;
-    let informers = Informers::new(client.clone(), args.namespace.clone(), args.watch_timeout);
     let grace = Duration::from_secs(args.graceful_shutdown_seconds);
     let (stop_election, election_stop) = stop_signal();
     let (leads, owns) = replication.at_start();
     let (leading_tx, leading) = watch::channel(leads);
     let (assignment_tx, assignment) = watch::channel(owns);
+    // A ring member caches whole only its own parents' children; a standby of leader election
+    // keeps everything, to take over warm.
+    let sieve = replication.fence().is_some().then(|| {
+        let assignment = assignment.clone();
+        Arc::new(Sieve::new(move |parent| assignment.borrow().keeps(parent)))
+    });
+    let informers = Informers::new(
+        client.clone(),
+        args.namespace.clone(),
+        args.watch_timeout,
+        sieve,
+    );
     let lease = replication.leases();
     let guest_budget =
         guest_memory::budget(args.max_guest_memory_mib, guest_memory::container_limit());

@@ -300,6 +300,8 @@ impl Member<'_> {
                 .chain([self.ring.member.as_str()]),
         ));
         self.metrics.shard(view.len(), &self.supervisor.owned());
+        let (whole, stubs) = self.supervisor.cached_children();
+        self.metrics.shard_children(whole, stubs);
         let Some(published) = self.published.clone() else {
             // Not a member yet: join with the view this reading gives, owning nothing until
             // the next reading shows what the others claim.

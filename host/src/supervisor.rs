@@ -178,11 +178,30 @@ impl Supervisor {
             // grace period, longer than a ring member may go without renewing.
             tokio::spawn(async move { controller.staff().await });
         }
+        if self.ctx.informers.sieve().is_some() {
+            // The children of parents given up become stubs; a walk of every cached child,
+            // kept off the ring's task.
+            let informers = self.ctx.informers.clone();
+            tokio::task::spawn_blocking(move || {
+                let shrunk = informers.resieve();
+                if shrunk > 0 {
+                    tracing::debug!(
+                        objects = shrunk,
+                        "children of parents given up kept as stubs"
+                    );
+                }
+            });
+        }
     }
 
     /// Reconciles in flight for parents this replica no longer owns, across controllers.
     pub fn moving(&self) -> usize {
         self.controllers().iter().map(|c| c.moving()).sum()
+    }
+
+    /// Children in the sieved caches: how many whole and how many stubs.
+    pub fn cached_children(&self) -> (usize, usize) {
+        self.ctx.informers.sieved_objects()
     }
 
     /// Reconciles in flight, across controllers.
@@ -471,7 +490,7 @@ mod tests {
         let client = kube::Client::try_from(config).expect("a client");
         let assignment = tokio::sync::watch::Sender::new(Assignment::All);
         let ctx = Context {
-            informers: Informers::new(client.clone(), None, Duration::from_secs(290)),
+            informers: Informers::new(client.clone(), None, Duration::from_secs(290), None),
             client: client.clone(),
             metrics: Metrics::new(),
             global: Arc::new(tokio::sync::Semaphore::new(1)),

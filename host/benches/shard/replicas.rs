@@ -111,6 +111,20 @@ impl Replica {
         (moved("gained"), moved("lost"))
     }
 
+    /// The children its caches hold whole and as stubs, as its metrics say.
+    pub async fn children(&self) -> (f64, f64) {
+        let metrics = self.host.metrics().await.unwrap_or_default();
+        let form = |form| {
+            sample(
+                &metrics,
+                "reconhost_shard_cached_children",
+                &[("form", form)],
+            )
+            .unwrap_or(0.0)
+        };
+        (form("whole"), form("stub"))
+    }
+
     /// Resident memory now and at its peak, MiB.
     pub fn memory(&self) -> (f64, f64) {
         let [peak, rss, _] = measure::memory_mib(self.host.pid().expect("running"));

@@ -38,6 +38,11 @@ pub struct Throughput {
     pub machine: Duration,
     /// Each replica's resident memory at rest after converging, MiB.
     pub rss: Vec<f64>,
+    /// Each replica's resident memory with the ring settled and no parent yet, MiB: what
+    /// does not depend on the parents (the binary, the runtime, the compiled plugin).
+    pub idle: Vec<f64>,
+    /// The children each replica's caches held whole and as stubs, converged.
+    pub children: Vec<(f64, f64)>,
     /// Each replica's peak resident memory, MiB.
     pub peak: Vec<f64>,
     /// The parents each replica owns, as its metrics say.
@@ -77,7 +82,7 @@ impl Throughput {
             "{} replica(s): created in {:.1} s, converged in {:.1} s; {:.0} reconciles ({:.0} \
              counted by controller_runtime_reconcile_total); CPU {:.1} s ({:.2} s per 1,000); \
              quota used {}; periods throttled {}; control plane {:.2} cores, machine {:.2} cores; \
-             RSS {} MiB (peak {}); owned {}; gained or lost {}; {} writes, {} parents written \
+             RSS {} MiB (peak {}, {} with no parent); children whole/stub {}; owned {}; gained or lost {}; {} writes, {} parents written \
              by two replicas",
             self.replicas,
             self.created.as_secs_f64(),
@@ -92,6 +97,12 @@ impl Throughput {
             self.cores(self.machine),
             list(&self.rss, 1),
             list(&self.peak, 1),
+            list(&self.idle, 1),
+            self.children
+                .iter()
+                .map(|(w, s)| format!("{w:.0}/{s:.0}"))
+                .collect::<Vec<_>>()
+                .join(", "),
             list(&self.owned, 0),
             list(&self.moved, 0),
             self.writes,
@@ -273,6 +284,14 @@ pub fn print(s: &Settings, runs: &[Throughput], handovers: &[Handover]) {
             "- memory per replica, 3 replicas over 1: {memory:.2}× (target ≤ 0.4×): {}",
             verdict(memory <= 0.4)
         );
+        let above = |n| m.each(n, &|r| &r.rss) - m.each(n, &|r| &r.idle);
+        println!(
+            "- of that, the memory the parents cost (RSS over the same replica's with no \
+             parent): {:.1} MiB at 3 replicas, {:.1} MiB at 1: {:.2}×",
+            above(3),
+            above(1),
+            above(3) / above(1)
+        );
     }
     let (Some(join), Some(kill)) = (handovers.first(), handovers.get(1)) else {
         return;
@@ -380,6 +399,26 @@ fn throughput_table(s: &Settings, m: &Medians) {
             m.each(n, &|r| &r.peak)
         )
     });
+    row(
+        "RSS per replica with the ring settled, no parent yet",
+        &|n| format!("{:.1} MiB", m.each(n, &|r| &r.idle)),
+    );
+    row(
+        "children cached whole / as stubs per replica (last run)",
+        &|n| {
+            m.runs
+                .iter()
+                .rfind(|r| r.replicas == n)
+                .map(|r| {
+                    r.children
+                        .iter()
+                        .map(|(w, s)| format!("{w:.0}/{s:.0}"))
+                        .collect::<Vec<_>>()
+                        .join(" · ")
+                })
+                .unwrap_or_default()
+        },
+    );
     row("parents owned per replica (last run)", &|n| {
         m.runs
             .iter()

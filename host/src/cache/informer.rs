@@ -28,7 +28,8 @@ use tracing::{debug, info, warn};
 
 pub use crate::keys::ResolvedKind;
 
-use super::store::{Cached, GroupKind, ObjectKey, Store};
+use super::sieve::Sieve;
+use super::store::{Cached, GroupKind, Meta, ObjectKey, Store};
 use crate::model::FIELD_MANAGER_PREFIX;
 
 /// One change to a cached object, as handlers see it.
@@ -59,6 +60,9 @@ pub struct Informer {
     /// The API server's refusals of the host's own list or watch (403), by namespace (empty:
     /// every namespace), each until that watch lists again.
     forbidden: Mutex<BTreeMap<String, String>>,
+    /// For a sharded replica's cache of a child kind: what it keeps whole, and the client
+    /// that fetches the rest when a reconcile needs it.
+    sieve: Option<(Arc<Sieve>, kube::Client)>,
 }
 
 /// A handler's registration on an informer. Dropping it unregisters the handler; the change
@@ -91,6 +95,50 @@ impl Informer {
             next_id: AtomicU64::new(0),
             synced: watch::Sender::new(false),
             forbidden: Mutex::new(BTreeMap::new()),
+            sieve: None,
+        }
+    }
+
+    /// The informer keeping whole only what `sieve` keeps, fetching the rest through
+    /// `client` when asked for it ([`Informer::whole`]).
+    pub(super) fn sieved(mut self, sieve: Arc<Sieve>, client: kube::Client) -> Self {
+        self.sieve = Some((sieve, client));
+        self
+    }
+
+    /// `object` whole: as cached if it is, else fetched from the API server and cached
+    /// (`None`: it was deleted meanwhile). The reconciler gathers children through this, so a
+    /// plugin never sees a stub.
+    pub async fn whole(&self, object: Arc<Cached>) -> Result<Option<Arc<Cached>>, kube::Error> {
+        if object.is_whole() {
+            return Ok(Some(object));
+        }
+        let Some((_, client)) = &self.sieve else {
+            // Only a sieved cache holds stubs.
+            return Ok(Some(object));
+        };
+        let key = &object.meta.key;
+        let resource = &self.kind.resource;
+        let api: Api<DynamicObject> = if self.kind.namespaced {
+            Api::namespaced_with(client.clone(), &key.namespace, resource)
+        } else {
+            Api::all_with(client.clone(), resource)
+        };
+        let Some(fetched) = api.get_opt(&key.name).await? else {
+            return Ok(None);
+        };
+        debug!(kind = %self.kind.resource.kind, object = %key, "fetched a child the cache held as a stub");
+        Ok(Some(
+            self.store.hydrate(Cached::new(self.normalize(fetched))),
+        ))
+    }
+
+    /// Turns the whole objects the sieve no longer keeps into stubs (the replica lost their
+    /// parents); returns how many.
+    pub fn resieve(&self) -> usize {
+        match &self.sieve {
+            Some((sieve, _)) => self.store.shrink(|meta| sieve.keeps(meta)),
+            None => 0,
         }
     }
 
@@ -200,7 +248,18 @@ impl Informer {
     /// a newer one (a relist replays every object, and a write the host observed may be ahead of
     /// the watch; only real changes become work).
     fn apply(&self, object: Value, initial: bool) {
-        let Some((old, new)) = self.store.upsert(Cached::new(object)) else {
+        let cached = match &self.sieve {
+            Some((sieve, _)) => {
+                let meta = Meta::of(&object);
+                if sieve.keeps(&meta) {
+                    Cached::new(object)
+                } else {
+                    Cached::stub(meta)
+                }
+            }
+            None => Cached::new(object),
+        };
+        let Some((old, new)) = self.store.upsert(cached) else {
             return;
         };
         self.notify(&Change {
@@ -416,6 +475,63 @@ pub(super) mod tests {
                 (true, false, false)
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_sieved_informer_should_keep_whole_only_the_children_of_kept_parents() {
+        let kept = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sieve = Arc::new(super::super::Sieve::new({
+            let kept = kept.clone();
+            move |parent| parent.name == "mine" || kept.load(Ordering::Relaxed)
+        }));
+        sieve.parent_kind(GroupKind::of("example.com/v1", "WebApp"), true);
+        // Never asked to fetch here: the client points nowhere.
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let informer =
+            Arc::new(Informer::new(config_maps().kind().clone(), None).sieved(sieve, client));
+        let (seen, handler) = recorder();
+        let _registration = informer.on_change(handler);
+        let child = |name: &str, owner: &str| {
+            let mut o = object(name, "1");
+            o["metadata"]["ownerReferences"] = json!([{"apiVersion": "example.com/v1",
+                "kind": "WebApp", "name": owner, "uid": owner, "controller": true}]);
+            o
+        };
+        informer.apply(child("a", "mine"), false);
+        informer.apply(child("b", "theirs"), false);
+        let store = informer.store();
+        assert!(store.get("a", "a").unwrap().is_whole());
+        let stub = store.get("a", "b").unwrap();
+        assert!(!stub.is_whole(), "another replica's parent's child");
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            2,
+            "handlers hear of stubs too: their owners are queued"
+        );
+        let whole = informer.whole(store.get("a", "a").unwrap()).await.unwrap();
+        assert!(
+            whole.is_some_and(|c| c.is_whole()),
+            "a whole child is not fetched"
+        );
+
+        kept.store(true, Ordering::Relaxed);
+        informer.apply(child("b", "theirs"), false);
+        assert!(
+            store.get("a", "b").unwrap().is_whole(),
+            "a relist's replay of the stub's version, now kept, fills it"
+        );
+        assert_eq!(seen.lock().unwrap().len(), 2, "and is no news");
+        let mut newer = child("b", "theirs");
+        newer["metadata"]["resourceVersion"] = json!("2");
+        informer.apply(newer, false);
+        assert!(store.get("a", "b").unwrap().is_whole(), "kept from now on");
+
+        kept.store(false, Ordering::Relaxed);
+        assert_eq!(informer.resieve(), 1, "given up: back to a stub");
+        assert!(!store.get("a", "b").unwrap().is_whole());
+        assert!(store.get("a", "a").unwrap().is_whole());
     }
 
     #[test]

@@ -20,6 +20,7 @@ use kube::runtime::watcher;
 use tokio::task::JoinHandle;
 
 use super::informer::{Informer, ResolvedKind};
+use super::sieve::Sieve;
 use super::store::GroupKind;
 use crate::model::{KindRef, group_of};
 
@@ -62,11 +63,14 @@ struct Inner {
     /// The live informers. An entry whose slot has been dropped is stale until the next
     /// acquire of that kind replaces it (or the slot's drop removes it).
     slots: Mutex<HashMap<SlotKey, Weak<Slot>>>,
+    /// With sharding: what caches of child kinds keep whole.
+    sieve: Option<Arc<Sieve>>,
 }
 
-/// An informer's identity: its kind, and the namespaces it is confined to (`None`: wherever
-/// the host watches; always `None` for a cluster-scoped kind).
-type SlotKey = (GroupKind, Option<BTreeSet<String>>);
+/// An informer's identity: its kind, the namespaces it is confined to (`None`: wherever the
+/// host watches; always `None` for a cluster-scoped kind), and whether it is sieved (a child
+/// kind's cache in a sharded replica; a kind also read or reconciled has a whole cache too).
+type SlotKey = (GroupKind, Option<BTreeSet<String>>, bool);
 
 /// A live informer and its watch task. Dropped with the last [`InformerRef`].
 struct Slot {
@@ -79,7 +83,7 @@ struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.watch.abort();
-        tracing::info!(kind = %self.key.0, namespaces = ?self.key.1, "no plugin uses the kind any more; its watch stopped");
+        tracing::info!(kind = %self.key.0, namespaces = ?self.key.1, sieved = self.key.2, "no plugin uses the kind any more; its watch stopped");
         if let Some(inner) = self.owner.upgrade() {
             let mut slots = inner.slots.lock().expect("informer lock poisoned");
             // A new slot for the kind may already have replaced this one.
@@ -107,8 +111,14 @@ impl Deref for InformerRef {
 
 impl Informers {
     /// Informers on `client`, watching namespaced kinds only in `namespace` when given, each
-    /// watch request lasting `watch_timeout` (see `--watch-timeout`).
-    pub fn new(client: kube::Client, namespace: Option<String>, watch_timeout: Duration) -> Self {
+    /// watch request lasting `watch_timeout` (see `--watch-timeout`); with `sieve` (a sharded
+    /// replica's), caches of child kinds keep whole only what it keeps.
+    pub fn new(
+        client: kube::Client,
+        namespace: Option<String>,
+        watch_timeout: Duration,
+        sieve: Option<Arc<Sieve>>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 client,
@@ -117,8 +127,44 @@ impl Informers {
                     .unwrap_or(u32::MAX)
                     .max(1),
                 slots: Mutex::new(HashMap::new()),
+                sieve,
             }),
         }
+    }
+
+    /// The sieve of a sharded replica's child caches, if any.
+    pub fn sieve(&self) -> Option<&Arc<Sieve>> {
+        self.inner.sieve.as_ref()
+    }
+
+    /// Like [`Informers::acquire_in`], for a kind of children: with sharding its cache keeps
+    /// whole only the children of parents this replica keeps ([`Sieve`]), and a kind that is
+    /// also read or reconciled is watched twice, sieved and whole.
+    pub async fn acquire_children_in(
+        &self,
+        kind: &KindRef,
+        namespaces: Option<&BTreeSet<String>>,
+    ) -> Result<InformerRef, DiscoveryError> {
+        self.acquire_slot(kind, namespaces, self.inner.sieve.is_some())
+            .await
+    }
+
+    /// Turns into stubs what the sieved caches no longer keep (the replica lost parents);
+    /// returns how many objects it turned.
+    pub fn resieve(&self) -> usize {
+        let live: Vec<Arc<Slot>> = {
+            let slots = self.inner.slots.lock().expect("informer lock poisoned");
+            slots
+                .iter()
+                .filter(|(key, _)| key.2)
+                .filter_map(|(_, slot)| slot.upgrade())
+                .collect()
+        };
+        let shrunk = live.iter().map(|slot| slot.informer.resieve()).sum();
+        if shrunk > 0 {
+            give_back_freed_memory();
+        }
+        shrunk
     }
 
     /// The informer of a kind, resolving the kind through discovery and starting its watch if
@@ -134,21 +180,30 @@ impl Informers {
         kind: &KindRef,
         namespaces: Option<&BTreeSet<String>>,
     ) -> Result<InformerRef, DiscoveryError> {
+        self.acquire_slot(kind, namespaces, false).await
+    }
+
+    async fn acquire_slot(
+        &self,
+        kind: &KindRef,
+        namespaces: Option<&BTreeSet<String>>,
+        sieved: bool,
+    ) -> Result<InformerRef, DiscoveryError> {
         let group_kind = GroupKind::from(kind);
         let wanted = self.confined(namespaces);
-        if let Some(slot) = self.live(&(group_kind.clone(), wanted.clone())) {
+        if let Some(slot) = self.live(&(group_kind.clone(), wanted.clone(), sieved)) {
             return Ok(InformerRef { slot });
         }
         // A cluster-scoped kind has one informer, whatever the namespaces asked.
         if let Some(slot) = self
-            .live(&(group_kind.clone(), None))
+            .live(&(group_kind.clone(), None, sieved))
             .filter(|s| !s.informer.kind().namespaced)
         {
             return Ok(InformerRef { slot });
         }
         let resolved = resolve(&self.inner.client, kind).await?;
         let scope = wanted.filter(|_| resolved.namespaced);
-        let key = (group_kind, scope.clone());
+        let key = (group_kind, scope.clone(), sieved);
         let mut slots = self.inner.slots.lock().expect("informer lock poisoned");
         // Someone may have started it while discovery ran.
         if let Some(slot) = slots.get(&key).and_then(Weak::upgrade) {
@@ -174,7 +229,11 @@ impl Informers {
             }
             _ => vec![(String::new(), Api::all_with(client.clone(), resource))],
         };
-        let informer = Arc::new(Informer::new(resolved, scope));
+        let informer = Informer::new(resolved, scope);
+        let informer = Arc::new(match (&self.inner.sieve, sieved) {
+            (Some(sieve), true) => informer.sieved(sieve.clone(), client.clone()),
+            _ => informer,
+        });
         let config = watcher::Config::default().timeout(self.inner.watch_timeout);
         let watch = tokio::spawn(informer.clone().run(watches, config));
         let slot = Arc::new(Slot {
@@ -213,6 +272,21 @@ impl Informers {
             .sum()
     }
 
+    /// Objects in the sieved caches (children, with sharding): how many whole and how many
+    /// stubs.
+    pub fn sieved_objects(&self) -> (usize, usize) {
+        let slots = self.inner.slots.lock().expect("informer lock poisoned");
+        slots
+            .iter()
+            .filter(|(key, _)| key.2)
+            .filter_map(|(_, slot)| slot.upgrade())
+            .fold((0, 0), |(whole, stubs), slot| {
+                let store = slot.informer.store();
+                let (all, stub) = (store.len(), store.stubs());
+                (whole + all - stub, stubs + stub)
+            })
+    }
+
     /// The client the informers watch with.
     pub fn client(&self) -> &kube::Client {
         &self.inner.client
@@ -221,6 +295,18 @@ impl Informers {
     /// The namespace namespaced kinds are watched in, if only one.
     pub fn namespace(&self) -> Option<&str> {
         self.inner.namespace.as_deref()
+    }
+}
+
+/// Returns the heap's free pages to the system. glibc's allocator keeps what is freed in the
+/// middle of its arenas, so without this the texts a resieve frees (most of a replica's
+/// children, when it joins a ring after listing them all) would stay in its resident memory
+/// until reused. Rare (on a change of the ring), and a few milliseconds.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it only releases free memory.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

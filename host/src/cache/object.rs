@@ -88,12 +88,18 @@ impl Meta {
     }
 }
 
-/// One cached object.
+/// One cached object, whole or as a stub.
+///
+/// A stub is the [`Meta`] alone: what a sharded replica keeps of a child whose parent another
+/// replica owns (see [`super::sieve`]). It still answers the indexes and the takeover check (who
+/// controls the object, its labels); what a plugin or the planner reads must be whole, and
+/// [`super::Informer::whole`] fetches it.
 #[derive(Debug)]
 pub struct Cached {
     /// The parsed fields.
     pub meta: Meta,
-    /// The object as compact JSON, without `managedFields`: what a plugin is given.
+    /// The object as compact JSON, without `managedFields`: what a plugin is given. Empty in
+    /// a stub (a JSON object is never empty text).
     json: Box<str>,
     /// The `managedFields` entries the cache keeps (reconhost's own, see the informer), as a
     /// JSON array, for the planner; `None` if there are none.
@@ -114,6 +120,20 @@ impl Cached {
             json: object.to_string().into_boxed_str(),
             managed_fields,
         }
+    }
+
+    /// A stub of an object: its [`Meta`] without its text.
+    pub fn stub(meta: Meta) -> Self {
+        Self {
+            meta,
+            json: Box::default(),
+            managed_fields: None,
+        }
+    }
+
+    /// Whether the object is cached whole (not a stub).
+    pub fn is_whole(&self) -> bool {
+        !self.json.is_empty()
     }
 
     /// Whether the cache kept any of reconhost's `managedFields` entries for it (for a parent:

@@ -41,6 +41,20 @@ const TOMBSTONE_TTL: Duration = Duration::from_secs(300);
 const TOMBSTONE_PRUNE_AT: usize = 1024;
 
 impl Indexed {
+    fn index(&mut self, meta: &Meta) {
+        let key = &meta.key;
+        self.by_namespace
+            .entry(key.namespace.clone())
+            .or_default()
+            .insert(key.name.clone());
+        if let Some(owner) = &meta.controller {
+            self.by_owner
+                .entry(owner.uid.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+    }
+
     fn unindex(&mut self, meta: &Meta) {
         let key = &meta.key;
         if let Some(names) = self.by_namespace.get_mut(&key.namespace) {
@@ -106,6 +120,12 @@ impl Store {
             .len()
     }
 
+    /// How many of the cached objects are stubs (a walk of them all).
+    pub fn stubs(&self) -> usize {
+        let inner = self.inner.read().expect("store lock poisoned");
+        inner.objects.values().filter(|o| !o.is_whole()).count()
+    }
+
     #[cfg(test)]
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
@@ -146,6 +166,15 @@ impl Store {
             None => inner.deleted.get(&key).map(|(v, _)| v.as_str()),
         };
         if known.is_some_and(|known| !is_newer(&object.meta.resource_version, known)) {
+            // A replay of what a stub stands for, now kept whole (a relist after the replica
+            // gained the owner): the text is taken, and handlers have nothing to hear.
+            if let Some(stub) = inner.objects.get_mut(&key)
+                && !stub.is_whole()
+                && object.is_whole()
+                && stub.meta.resource_version == object.meta.resource_version
+            {
+                *stub = object;
+            }
             return None;
         }
         inner.deleted.remove(&key);
@@ -153,19 +182,51 @@ impl Store {
         if let Some(old) = &old {
             inner.unindex(&old.meta);
         }
-        inner
-            .by_namespace
-            .entry(key.namespace.clone())
-            .or_default()
-            .insert(key.name.clone());
-        if let Some(owner) = &object.meta.controller {
-            inner
-                .by_owner
-                .entry(owner.uid.clone())
-                .or_default()
-                .insert(key);
-        }
+        inner.index(&object.meta);
         Some((old, object))
+    }
+
+    /// Caches a whole object the host fetched because the cache held only a stub of it, and
+    /// returns what a reader should use: this object, or a newer whole version the watch
+    /// cached meanwhile. Handlers are not told: nothing changed but what the cache keeps. An
+    /// object the watch has since seen in a newer version, or deleted, is returned as fetched
+    /// and not cached (the change that made it stale has queued its owner again).
+    pub(super) fn hydrate(&self, object: Cached) -> Arc<Cached> {
+        let object = Arc::new(object);
+        let key = object.meta.key.clone();
+        let mut inner = self.inner.write().expect("store lock poisoned");
+        match inner.objects.get(&key) {
+            Some(cached) if cached.is_whole() => {
+                if !is_newer(&object.meta.resource_version, &cached.meta.resource_version) {
+                    return cached.clone();
+                }
+            }
+            Some(stub) => {
+                if is_newer(&stub.meta.resource_version, &object.meta.resource_version) {
+                    return object;
+                }
+            }
+            None => return object,
+        }
+        let old = inner.objects.insert(key.clone(), object.clone());
+        if let Some(old) = &old {
+            inner.unindex(&old.meta);
+        }
+        inner.index(&object.meta);
+        object
+    }
+
+    /// Turns every whole object `keep` refuses into a stub; returns how many it turned.
+    pub(super) fn shrink(&self, keep: impl Fn(&Meta) -> bool) -> usize {
+        let mut inner = self.inner.write().expect("store lock poisoned");
+        let mut shrunk = 0;
+        for object in inner.objects.values_mut() {
+            if object.is_whole() && !keep(&object.meta) {
+                *object = Arc::new(Cached::stub(object.meta.clone()));
+                shrunk += 1;
+            }
+        }
+        shrunk
     }
 
     /// Removes an object; returns it if it was cached. `version`, the resourceVersion of the
@@ -258,6 +319,67 @@ mod tests {
         assert!(store.controlled_by("p2").is_empty());
         assert!(store.list("a", &Selector::default()).is_empty());
         assert!(store.is_empty());
+    }
+
+    fn stub_at(version: &str) -> Cached {
+        Cached::stub(at(version).meta)
+    }
+
+    #[test]
+    fn a_stub_should_answer_the_indexes_and_give_way_to_its_whole_object() {
+        let store = Store::default();
+        let mut child = object("a", "x", Some("p1"), json!({"app": "web"}));
+        child.meta.resource_version = "5".into();
+        store.upsert(Cached::stub(child.meta.clone()));
+        let stub = store.get("a", "x").expect("cached");
+        assert!(!stub.is_whole());
+        assert_eq!(names(store.controlled_by("p1")), ["a/x"]);
+        assert_eq!(
+            names(store.list("a", &Selector::parse("app=web").unwrap())),
+            ["a/x"]
+        );
+
+        assert!(
+            store.upsert(child).is_none(),
+            "the same version, whole: no change to hear of"
+        );
+        assert!(store.get("a", "x").unwrap().is_whole(), "but its text kept");
+    }
+
+    #[test]
+    fn hydrate_should_fill_a_stub_unless_the_cache_knows_a_newer_version() {
+        let store = Store::default();
+        store.upsert(stub_at("5"));
+        let fetched = store.hydrate(at("5"));
+        assert!(fetched.is_whole() && store.get("a", "x").unwrap().is_whole());
+
+        store.upsert(stub_at("7"));
+        let stale = store.hydrate(at("6"));
+        assert_eq!(stale.meta.resource_version, "6", "returned as fetched");
+        assert!(
+            !store.get("a", "x").unwrap().is_whole(),
+            "not cached over the newer stub"
+        );
+
+        store.upsert(at("8"));
+        let older = store.hydrate(at("7"));
+        assert_eq!(
+            older.meta.resource_version, "8",
+            "the newer whole version the watch cached"
+        );
+    }
+
+    #[test]
+    fn shrink_should_stub_only_what_is_not_kept() {
+        let store = Store::default();
+        store.upsert(object("a", "x", Some("p1"), json!({})));
+        store.upsert(object("a", "y", Some("p2"), json!({})));
+        let shrunk = store.shrink(|m| m.controller.as_ref().is_some_and(|o| o.uid == "p1"));
+        assert_eq!(shrunk, 1);
+        assert!(store.get("a", "x").unwrap().is_whole());
+        assert!(!store.get("a", "y").unwrap().is_whole());
+        assert_eq!(names(store.controlled_by("p2")), ["a/y"], "still indexed");
+        assert_eq!(store.shrink(|_| false), 1, "a stub is not counted again");
     }
 
     fn at(version: &str) -> Cached {

@@ -196,7 +196,14 @@ impl Reconciler {
             return Next::RequeueAfter(DENIED_TTL + Duration::from_secs(1));
         }
         self.reader.warm(&namespace).await;
-        let children = self.children_of(&namespace, &uid).await;
+        let children = match self.children_of(&namespace, &uid).await {
+            Ok(children) => children,
+            Err(error) => {
+                warn!(plugin = %name, parent = %key, %error,
+                      "fetching the parent's children, which another replica owned until now, failed; retrying");
+                return Next::Retry;
+            }
+        };
         let observed: Vec<Value> = children.iter().map(|c| c.observed()).collect();
         let request = Arc::new(ReconcileRequest {
             children: children.iter().map(|c| c.json().to_owned()).collect(),
@@ -476,12 +483,30 @@ impl Reconciler {
     /// entries. A namespaced parent's children are in its namespace (an object elsewhere naming
     /// it as owner is not its child: the garbage collector does not honour that either); a
     /// cluster-scoped parent's are anywhere. Children in a namespace where the plugin's
-    /// ServiceAccount may not list their kind are not shown to it.
-    async fn children_of(&self, namespace: &str, uid: &str) -> Vec<Arc<Cached>> {
+    /// ServiceAccount may not list their kind are not shown to it. A child a sharded replica's
+    /// cache held as a stub (its parent was another replica's until now) is fetched whole; if
+    /// that fails, so does the reconcile, rather than show the plugin fewer children.
+    async fn children_of(
+        &self,
+        namespace: &str,
+        uid: &str,
+    ) -> Result<Vec<Arc<Cached>>, kube::Error> {
         let mut children = Vec::new();
         for informer in &self.children {
             let mut allowed: HashMap<String, bool> = HashMap::new();
-            for child in informer.store().controlled_by(uid) {
+            let cached = informer.store().controlled_by(uid);
+            let cached = if cached.iter().all(|c| c.is_whole()) {
+                cached
+            } else {
+                let fetched =
+                    futures::future::join_all(cached.into_iter().map(|c| informer.whole(c))).await;
+                let mut whole = Vec::with_capacity(fetched.len());
+                for child in fetched {
+                    whole.extend(child?);
+                }
+                whole
+            };
+            for child in cached {
                 if !self.is_mine(&child) {
                     continue;
                 }
@@ -502,7 +527,7 @@ impl Reconciler {
                 }
             }
         }
-        children
+        Ok(children)
     }
 
     /// Whether the plugin's ServiceAccount may list children of this kind in the namespace

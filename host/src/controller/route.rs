@@ -38,6 +38,16 @@ impl Assignment {
         }
     }
 
+    /// Whether its caches keep `key`'s children whole ([`crate::cache::Sieve`]): those of the
+    /// parents it owns or is about to own or give up (any view of its own gives them to it).
+    /// Knowing no view yet, or none at all, it keeps everything: a standby takes over warm.
+    pub fn keeps(&self, key: &ObjectKey) -> bool {
+        match self {
+            Self::All | Self::Nothing => true,
+            Self::Shard(claims) => claims.in_views(key),
+        }
+    }
+
     /// Whether it owns no parent at all.
     pub fn is_nothing(&self) -> bool {
         matches!(self, Self::Nothing)

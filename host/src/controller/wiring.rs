@@ -124,6 +124,9 @@ impl Wiring {
         queue: &WorkQueue<ObjectKey>,
     ) -> Result<Self, PrepareError> {
         let parents = ctx.informers.acquire_in(parent, scope.as_ref()).await?;
+        if let Some(sieve) = ctx.informers.sieve() {
+            sieve.parent_kind(parents.group_kind(), parents.kind().namespaced);
+        }
         let crd = schema::crd_of(&ctx.client, parents.kind())
             .await
             .map_err(|source| PrepareError::Lookup {
@@ -219,7 +222,14 @@ impl Wiring {
         if let Some(wire) = self.live(&slot) {
             return Ok(wire);
         }
-        let informer = self.informers.acquire_in(kind, self.scope.as_ref()).await?;
+        let informer = match role {
+            Role::Child => {
+                self.informers
+                    .acquire_children_in(kind, self.scope.as_ref())
+                    .await?
+            }
+            Role::Read => self.informers.acquire_in(kind, self.scope.as_ref()).await?,
+        };
         if role == Role::Child && self.parents.kind().namespaced && !informer.kind().namespaced {
             return Err(PrepareError::ClusterScopedChild {
                 child: informer.group_kind(),

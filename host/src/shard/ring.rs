@@ -140,6 +140,18 @@ impl Claims {
         self.owns_hash(KeyHash::of(key))
     }
 
+    /// Whether some view of this replica's own gives it the parent `key`: it owns the parent,
+    /// or will once the others agree, or did until its move completes. What its caches keep
+    /// whole, so that a planned move finds the children already there.
+    pub fn in_views(&self, key: &ObjectKey) -> bool {
+        let key = KeyHash::of(key);
+        self.mine.is_empty()
+            || self
+                .mine
+                .iter()
+                .any(|v| v.owner(key) == Some(self.me.as_str()))
+    }
+
     /// [`Claims::owns`] for a key already hashed.
     pub fn owns_hash(&self, key: KeyHash) -> bool {
         !self.mine.is_empty()

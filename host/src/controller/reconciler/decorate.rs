@@ -3,7 +3,7 @@
 //! selection loses what it attached.
 
 use serde_json::Value;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::Reconciler;
 use crate::cache::{Cached, ObjectKey};
@@ -29,12 +29,14 @@ impl Reconciler {
     pub(super) async fn undecorate(&self, key: &ObjectKey, parent: &Value) -> Next {
         let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
         let uid = parent["metadata"]["uid"].as_str().unwrap_or("");
-        let observed: Vec<Value> = self
-            .children_of(namespace, uid)
-            .await
-            .iter()
-            .map(|c| c.observed())
-            .collect();
+        let observed: Vec<Value> = match self.children_of(namespace, uid).await {
+            Ok(children) => children.iter().map(|c| c.observed()).collect(),
+            Err(error) => {
+                warn!(plugin = %self.plugin.info().name, parent = %key, %error,
+                      "fetching the children, which another replica owned until now, failed; retrying");
+                return Next::Retry;
+            }
+        };
         let mut plan = planner::plan(
             self.plugin.info(),
             &self.status_fields(),

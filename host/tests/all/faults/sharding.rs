@@ -123,6 +123,46 @@ async fn split_by(hosts: &[&Host], plugin: &str, parents: usize) {
     .await;
 }
 
+/// Every child cached whole by some member of `hosts`, and each member holding most of them
+/// (those of the others' parents) as stubs: a replica's memory for children falls with the
+/// number of replicas.
+async fn children_sieved(hosts: &[&Host]) {
+    eventually(
+        RECOVER,
+        "each member to cache whole only its own parents' children",
+        || async {
+            let mut whole_anywhere = 0.0;
+            let mut cached = Vec::new();
+            for host in hosts {
+                let metrics = host.metrics().await.ok()?;
+                let whole = sample(
+                    &metrics,
+                    "reconhost_shard_cached_children",
+                    &[("form", "whole")],
+                )?;
+                let stubs = sample(
+                    &metrics,
+                    "reconhost_shard_cached_children",
+                    &[("form", "stub")],
+                )?;
+                whole_anywhere += whole;
+                cached.push((whole, stubs));
+            }
+            let all = cached.iter().map(|(w, s)| w + s).fold(0.0, f64::max);
+            // A member's share is about 1/n, and never more than half of the children with
+            // three members; their metrics are read a moment apart, hence the margins.
+            let members = hosts.len() as f64;
+            (all > 0.0
+                && whole_anywhere >= all
+                && cached
+                    .iter()
+                    .all(|(w, s)| s / (w + s) >= (members - 1.0) / members - 0.2))
+            .then_some(())
+        },
+    )
+    .await;
+}
+
 /// The moments the ring was changed on purpose, in the API server's clock (the same machine).
 #[derive(Default)]
 struct Marks(Vec<Timestamp>);
@@ -215,6 +255,7 @@ async fn sharding_scaled_up_and_down_and_restarted_under_load() {
     hosts.push(replica(&world, "replica-c", None).await);
     settled(&world, &["replica-a", "replica-b", "replica-c"]).await;
     split_exactly(&hosts.iter().collect::<Vec<_>>()).await;
+    children_sieved(&hosts.iter().collect::<Vec<_>>()).await;
 
     // Scale down: c leaves gracefully (drains, deletes its Lease).
     marks.now();
@@ -256,6 +297,7 @@ async fn a_member_killed_under_load_and_the_others_take_its_parents() {
     settled(&world, &names[..2]).await;
     churn.stop().await;
     split_exactly(&hosts.iter().collect::<Vec<_>>()).await;
+    children_sieved(&hosts.iter().collect::<Vec<_>>()).await;
     let mut a = hosts.remove(0);
     recovered("shard-kill", &world, &mut a, killed).await;
     no_two_writers(&world, &marks, "").unwrap_or_else(|e| panic!("{e}"));
