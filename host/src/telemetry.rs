@@ -4,23 +4,27 @@
 //! Tracing is off unless an OTLP endpoint is configured (`--otlp-endpoint`, or the standard
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`). Then every reconcile
 //! is one trace: the spans of target [`TARGET`] (the reconcile, the plugin call and its reads,
-//! each child written, the status, the events) go to an OpenTelemetry layer, sampled by trace
-//! id, and a reconcile that changed nothing and did not fail is not exported ([`mod@drop`]). Every
-//! request to the API server carries the current span's `traceparent` ([`propagate`]), so the
-//! API server's own spans join the reconcile's trace.
+//! each child written, the status, the events) go to an OpenTelemetry layer, sampled at the
+//! root before the other spans exist ([`Sampled`]), and a reconcile that changed nothing and
+//! did not fail is not exported ([`mod@drop`]). Every request to the API server carries the
+//! current span's `traceparent` ([`propagate`]), so the API server's own spans join the
+//! reconcile's trace; the requests of a reconcile that was not sampled carry none.
 
 mod drop;
 pub mod propagate;
+mod sample;
 
 use std::cell::RefCell;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
+use opentelemetry::KeyValue;
+use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Sampler, SdkTracerProvider};
-use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
@@ -28,6 +32,7 @@ use tracing_subscriber::{EnvFilter, Layer as _};
 use crate::cli::{LogFormat, TraceArgs};
 
 pub use self::drop::{DropUnchanged, OUTCOME};
+pub use self::sample::Sampled;
 
 /// The target of the spans a trace is made of.
 pub const TARGET: &str = "reconhost::trace";
@@ -90,7 +95,8 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
         registry.init();
         return Ok(Telemetry::default());
     };
-    let provider = provider(&endpoint, ratio(tracing))?;
+    let ratio = ratio(tracing);
+    let provider = provider(&endpoint)?;
     // For the spans made with their own times (the wait in the queue, the cause).
     opentelemetry::global::set_tracer_provider(provider.clone());
     let tracer = provider.tracer("reconhost");
@@ -106,7 +112,7 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
         .with_tracked_inactivity(false)
         .with_threads(false)
         .with_location(false)
-        .with_filter(Targets::new().with_target(TARGET, LevelFilter::TRACE));
+        .with_filter(Sampled::new(ratio));
     registry.with(otel).init();
     ENABLED.store(true, Ordering::Relaxed);
     tracing::info!(%endpoint, "exporting a trace per reconcile over OTLP");
@@ -115,13 +121,18 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
     })
 }
 
-/// Adds to a reconcile's root `span` what caused it: a `trigger` span (its own trace, held and
+/// Gives a reconcile's root `span` what caused it: a `trigger` span (its own trace, held and
 /// exported with the reconcile) that the root links to with `attributes`, and a `queue` span,
 /// the root's first child, for the wait from `since` (when the cause took effect) until now.
-pub fn caused_by(span: &tracing::Span, attributes: Vec<opentelemetry::KeyValue>, since: Instant) {
-    use opentelemetry::trace::TraceContextExt as _;
-    use opentelemetry::trace::{Span as _, Tracer as _};
-    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+///
+/// Inside a worker's reconcile ([`timed`]) both are made only once [`outcome`] says the trace
+/// will be exported: half the reconciles of a busy controller change nothing, and their cause
+/// would be made only to be dropped. Elsewhere (a test's reconcile) they are made at once.
+pub fn caused_by(
+    span: &tracing::Span,
+    since: Instant,
+    attributes: impl FnOnce() -> Vec<KeyValue> + Send + 'static,
+) {
     if !enabled() {
         return;
     }
@@ -131,22 +142,48 @@ pub fn caused_by(span: &tracing::Span, attributes: Vec<opentelemetry::KeyValue>,
     if !context.span().span_context().is_sampled() {
         return;
     }
-    let tracer = opentelemetry::global::tracer("reconhost");
-    let now = SystemTime::now();
-    let start = now.checked_sub(since.elapsed()).unwrap_or(now);
-    // A root: the cause has a trace of its own, which the reconcile links to.
-    let mut cause = tracer
-        .span_builder(CAUSE)
-        .with_start_time(start)
-        .with_attributes(attributes.clone())
-        .start_with_context(&tracer, &opentelemetry::Context::new());
-    cause.end_with_timestamp(start);
-    span.add_link_with_attributes(cause.span_context().clone(), attributes);
-    let mut wait = tracer
-        .span_builder("queue")
-        .with_start_time(start)
-        .start_with_context(&tracer, &context);
-    wait.end_with_timestamp(now);
+    let mut cause = Some(Cause {
+        attributes: Box::new(attributes),
+        since,
+        dequeued: Instant::now(),
+    });
+    let _ = RECONCILE.try_with(|slot| slot.borrow_mut().cause = cause.take());
+    if let Some(cause) = cause {
+        cause.make(span, &context);
+    }
+}
+
+/// What caused a reconcile, until its trace is known to be exported.
+struct Cause {
+    attributes: Box<dyn FnOnce() -> Vec<KeyValue> + Send>,
+    since: Instant,
+    dequeued: Instant,
+}
+
+impl Cause {
+    /// Makes the `trigger` span, the root's link to it and the `queue` span below `context`,
+    /// the root's.
+    fn make(self, span: &tracing::Span, context: &opentelemetry::Context) {
+        use opentelemetry::trace::{Span as _, Tracer as _};
+        let tracer = opentelemetry::global::tracer("reconhost");
+        let now = SystemTime::now();
+        let at = |instant: Instant| now.checked_sub(instant.elapsed()).unwrap_or(now);
+        let (start, dequeued) = (at(self.since), at(self.dequeued));
+        let attributes = (self.attributes)();
+        // A root: the cause has a trace of its own, which the reconcile links to.
+        let mut cause = tracer
+            .span_builder(CAUSE)
+            .with_start_time(start)
+            .with_attributes(attributes.clone())
+            .start_with_context(&tracer, &opentelemetry::Context::new());
+        cause.end_with_timestamp(start);
+        span.add_link_with_attributes(cause.span_context().clone(), attributes);
+        let mut wait = tracer
+            .span_builder("queue")
+            .with_start_time(start)
+            .start_with_context(&tracer, context);
+        wait.end_with_timestamp(dequeued);
+    }
 }
 
 /// The current span's trace id (hex), when traces are exported and this one is sampled: the
@@ -157,8 +194,6 @@ pub fn trace_id() -> Option<String> {
 
 /// `span`'s trace id (hex), when traces are exported and this one is sampled.
 fn trace_id_of(span: &tracing::Span) -> Option<String> {
-    use opentelemetry::trace::TraceContextExt as _;
-    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     if !enabled() {
         return None;
     }
@@ -170,21 +205,46 @@ fn trace_id_of(span: &tracing::Span) -> Option<String> {
         .then(|| span_context.trace_id().to_string())
 }
 
+/// What a worker's reconcile ([`timed`]) keeps for its trace.
+#[derive(Default)]
+struct Slot {
+    /// Its cause, made into spans if the trace is exported ([`caused_by`]).
+    cause: Option<Cause>,
+    /// Its trace, once [`outcome`] has said that it will be exported.
+    exported: Option<String>,
+}
+
 tokio::task_local! {
-    /// The trace of the reconcile a worker is timing ([`timed`]), once [`outcome`] has said
-    /// that it will be exported.
-    static EXPORTED: RefCell<Option<String>>;
+    /// The trace of the reconcile a worker is timing ([`timed`]).
+    static RECONCILE: RefCell<Slot>;
 }
 
 /// Records on a reconcile's root `span` what it came to, `changed` or `failed` ([`OUTCOME`]):
-/// its trace is then exported ([`mod@drop`]). The trace also becomes the exemplar of the
-/// reconcile's time, for the worker timing it ([`timed`]); a reconcile that neither wrote nor
-/// failed names none, since its trace is dropped.
+/// its trace is then exported ([`mod@drop`]), with its cause ([`caused_by`]). The trace also
+/// becomes the exemplar of the reconcile's time, for the worker timing it ([`timed`]); a
+/// reconcile that neither wrote nor failed names none, since its trace is dropped.
 pub fn outcome(span: &tracing::Span, outcome: &'static str) {
     span.record(OUTCOME, outcome);
-    if let Some(id) = trace_id_of(span) {
-        // Outside a worker's reconcile (a test's) there is no one to tell.
-        let _ = EXPORTED.try_with(|slot| *slot.borrow_mut() = Some(id));
+    if !enabled() {
+        return;
+    }
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    if !span_context.is_sampled() {
+        return;
+    }
+    let id = span_context.trace_id().to_string();
+    // Outside a worker's reconcile (a test's) there is no one to tell.
+    let cause = RECONCILE
+        .try_with(|slot| {
+            let mut slot = slot.borrow_mut();
+            slot.exported = Some(id);
+            slot.cause.take()
+        })
+        .ok()
+        .flatten();
+    if let Some(cause) = cause {
+        cause.make(span, &context);
     }
 }
 
@@ -196,10 +256,13 @@ pub async fn timed<F: Future>(work: F) -> (F::Output, Option<String>) {
     if !enabled() {
         return (work.await, None);
     }
-    let scoped = EXPORTED.scope(RefCell::new(None), work);
+    let scoped = RECONCILE.scope(RefCell::new(Slot::default()), work);
     let mut scoped = std::pin::pin!(scoped);
     let output = scoped.as_mut().await;
-    let id = scoped.as_mut().take_value().and_then(RefCell::into_inner);
+    let id = scoped
+        .as_mut()
+        .take_value()
+        .and_then(|slot| slot.into_inner().exported);
     (output, id)
 }
 
@@ -231,7 +294,7 @@ fn ratio(tracing: &TraceArgs) -> f64 {
         .clamp(0.0, 1.0)
 }
 
-fn provider(endpoint: &str, ratio: f64) -> Result<SdkTracerProvider, TelemetryError> {
+fn provider(endpoint: &str) -> Result<SdkTracerProvider, TelemetryError> {
     let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
         .unwrap_or_default();
@@ -250,9 +313,9 @@ fn provider(endpoint: &str, ratio: f64) -> Result<SdkTracerProvider, TelemetryEr
     let batch = BatchSpanProcessor::builder(exporter).build();
     Ok(SdkTracerProvider::builder()
         .with_span_processor(DropUnchanged::new(batch))
-        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-            ratio,
-        ))))
+        // Sampled at the root, before the layer sees a span ([`Sampled`]): what reaches the
+        // SDK is a sampled reconcile's, or the cause and wait made for one.
+        .with_sampler(Sampler::AlwaysOn)
         .with_resource(Resource::builder().with_service_name("reconhost").build())
         .build())
 }

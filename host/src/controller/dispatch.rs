@@ -136,6 +136,6 @@ fn failed_if(span: &tracing::Span, next: &Next, revision: &Revision, key: &Objec
 /// Gives the reconcile's span what caused it, and its wait in the queue.
 fn caused(span: &tracing::Span, revision: &Revision, key: &ObjectKey) {
     if let Some((trigger, since)) = revision.wiring().triggers().take(key) {
-        crate::telemetry::caused_by(span, trigger.attributes(), since);
+        crate::telemetry::caused_by(span, since, move || trigger.attributes());
     }
 }
