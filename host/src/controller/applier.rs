@@ -189,12 +189,20 @@ impl Applier {
             let object = self.finalizer(parent, FinalizerAction::Add).await?;
             parent_written(object, &mut outcome);
         }
+        // A plan that writes nothing makes no span per child: its reconcile is exported only
+        // if it failed or sent events, and the spans of every other would be made to be
+        // dropped (half the reconciles of a busy controller are the echo of its own writes).
+        let traced = !plan.is_noop();
         for child in &plan.children {
             // What it changes, as the planner found it (formatted only when the span is made).
-            let span = tracing::debug_span!(target: "reconhost::trace", "child",
-                action = ?child.action, target = %child.target(), wave = child.wave,
-                why = child.why.as_deref().unwrap_or(""), changed = %Changed(child),
-                changed_count = changed_count(child));
+            let span = if traced {
+                tracing::debug_span!(target: "reconhost::trace", "child",
+                    action = ?child.action, target = %child.target(), wave = child.wave,
+                    why = child.why.as_deref().unwrap_or(""), changed = %Changed(child),
+                    changed_count = changed_count(child))
+            } else {
+                tracing::Span::none()
+            };
             match self.child(child).instrument(span).await {
                 Ok(Some(object)) => outcome.written.push(Written {
                     kind: GroupKind::from(&child.kind),
