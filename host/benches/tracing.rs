@@ -22,10 +22,15 @@
 //! filter turns away, a flag read per reconcile) is compiled in and has no run-time switch to
 //! compare against. The second figure is therefore ratio 0 against off: the layer installed
 //! and sampling nothing, against none.
+//!
+//! `TRACING_BASELINE=<path of another build's reconhost>` runs that build's three hosts beside
+//! this one's, given the same changes at the same moment: before and after in one run, each
+//! build judged against its own tracing off.
 
 #[allow(dead_code, reason = "the other cluster benchmarks use the rest")]
 mod measure;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -82,6 +87,8 @@ impl Mode {
 
 /// One host and its parents.
 struct Setup {
+    /// The baseline's binary, or `None`: this build's.
+    baseline: Option<PathBuf>,
     mode: Mode,
     world: World,
     host: Host,
@@ -223,17 +230,29 @@ async fn main() {
     let parents = env_or("TRACING_PARENTS", 300);
     let changes = env_or("TRACING_CHANGES", 10);
     let rounds = env_or("TRACING_ROUNDS", 3);
+    let baseline = std::env::var_os("TRACING_BASELINE").map(PathBuf::from);
+    let builds: Vec<Option<PathBuf>> = std::iter::once(None).chain(baseline.map(Some)).collect();
     let mut setups = Vec::new();
-    for mode in MODES {
-        let world = World::new("bench-tracing").await;
-        let endpoint = world
-            .cluster
-            .otlp_endpoint()
-            .expect("the control plane's trace receiver");
-        let args = mode.args(&endpoint);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let host = world.host_with(&["webapp"], &[], &args).await;
-        setups.push(Setup { mode, world, host });
+    for build in &builds {
+        for mode in MODES {
+            let world = World::new("bench-tracing").await;
+            let endpoint = world
+                .cluster
+                .otlp_endpoint()
+                .expect("the control plane's trace receiver");
+            let args = mode.args(&endpoint);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let host = match build {
+                None => world.host_with(&["webapp"], &[], &args).await,
+                Some(binary) => world.host_of(binary, &["webapp"], &[], &args).await,
+            };
+            setups.push(Setup {
+                baseline: build.clone(),
+                mode,
+                world,
+                host,
+            });
+        }
     }
     for setup in &setups {
         futures::stream::iter(0..parents)
@@ -258,13 +277,13 @@ async fn main() {
         .map(|(s, before)| cpu(&s.host) - *before)
         .collect();
 
-    let mut figures: Vec<Vec<Figures>> = MODES.iter().map(|_| Vec::new()).collect();
+    let mut figures: Vec<Vec<Figures>> = setups.iter().map(|_| Vec::new()).collect();
     for r in 0..rounds {
         let measured = round(&setups, parents, changes, r * changes).await;
         for (i, f) in measured.into_iter().enumerate() {
             eprintln!(
-                "round {r} {:<28} cpu {:>6.3} s  reconciles {:>6}  {:>5.1} µs/reconcile",
-                setups[i].mode.label(),
+                "round {r} {:<40} cpu {:>6.3} s  reconciles {:>6}  {:>5.1} µs/reconcile",
+                setups[i].label(),
                 f.cpu.as_secs_f64(),
                 f.reconciles,
                 f.per_reconcile() * 1e6
@@ -274,7 +293,13 @@ async fn main() {
     }
 
     let per = |i: usize| -> Vec<f64> { figures[i].iter().map(Figures::per_reconcile).collect() };
-    let off = median(&per(0));
+    // Each build against its own tracing off.
+    let off_of = |i: usize| {
+        setups
+            .iter()
+            .position(|s| s.mode == Mode::Off && s.baseline == setups[i].baseline)
+            .expect("each build has a host with tracing off")
+    };
     let exported = |setup: &Setup| {
         let prefix = format!("{}/", setup.world.namespace);
         setup
@@ -301,7 +326,7 @@ async fn main() {
         let counts: Vec<f64> = figures[i].iter().map(|f| f.reconciles).collect();
         println!(
             "| {} | {:.1} µs | {} µs | {:.0} | {} | {} ms |",
-            setup.mode.label(),
+            setup.label(),
             median(&per(i)) * 1e6,
             each.join(", "),
             median(&counts),
@@ -312,30 +337,52 @@ async fn main() {
     println!();
     // Paired within each round as well: the machine's load drifts between rounds.
     let paired = |i: usize| -> f64 {
+        let off = off_of(i);
         let ratios: Vec<f64> = (0..rounds)
-            .map(|r| figures[i][r].per_reconcile() / figures[0][r].per_reconcile())
+            .map(|r| figures[i][r].per_reconcile() / figures[off][r].per_reconcile())
             .collect();
         median(&ratios)
     };
     let judge = |what: &str, i: usize, target: f64| {
-        let over = median(&per(i)) / off - 1.0;
+        let over = median(&per(i)) / median(&per(off_of(i))) - 1.0;
         let verdict = if over <= target {
             "met".to_owned()
         } else {
             format!("missed by {:.1}×", over / target)
         };
         println!(
-            "- {what}: {:+.1} % CPU per reconcile (median of the per-round ratios: {:+.1} %), target ≤ {:.1} %: {verdict}",
+            "- {}{what}: {:+.1} % CPU per reconcile (median of the per-round ratios: {:+.1} %), target ≤ {:.1} %: {verdict}",
+            setups[i].build(),
             over * 100.0,
             (paired(i) - 1.0) * 100.0,
             target * 100.0
         );
     };
     println!("Targets:");
-    judge("full sampling against tracing off", 1, 0.03);
-    judge(
-        "sampling nothing against tracing off (no layer; off itself cannot be compared with a host without tracing compiled in)",
-        2,
-        0.005,
-    );
+    for (i, setup) in setups.iter().enumerate() {
+        match setup.mode {
+            Mode::Off => {}
+            Mode::Full => judge("full sampling against tracing off", i, 0.03),
+            Mode::Nothing => judge(
+                "sampling nothing against tracing off (no layer; off itself cannot be compared with a host without tracing compiled in)",
+                i,
+                0.005,
+            ),
+        }
+    }
+}
+
+impl Setup {
+    /// Which build, for a baseline's rows.
+    fn build(&self) -> &'static str {
+        if self.baseline.is_some() {
+            "baseline: "
+        } else {
+            ""
+        }
+    }
+
+    fn label(&self) -> String {
+        format!("{}{}", self.build(), self.mode.label())
+    }
 }

@@ -108,6 +108,28 @@ impl World {
         self.host_in(&self.namespace, plugins, env, args).await
     }
 
+    /// Like [`World::host_with`], running `binary` rather than this build's `reconhost`: a
+    /// benchmark's baseline, another commit's build, beside this one.
+    pub async fn host_of(
+        &self,
+        binary: &std::path::Path,
+        plugins: &[&str],
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Host {
+        let mut options = self.host_options(
+            self.cluster.kubeconfig(),
+            &self.namespace,
+            plugins,
+            env,
+            args,
+        );
+        options.binary = binary.to_owned();
+        Host::start(&options)
+            .await
+            .unwrap_or_else(|e| panic!("starting the host {}: {e}", binary.display()))
+    }
+
     /// A host that watches every namespace, as one installed in a cluster does. Only for suites
     /// whose parents no other suite creates at the same time.
     pub async fn host_everywhere(&self, args: &[&str]) -> Host {
