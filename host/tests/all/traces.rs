@@ -3,7 +3,7 @@
 //! and the status write as spans, and the API server's own spans for those writes in the same
 //! trace (its tracing follows the `traceparent` the host sends). Reconciles that changed
 //! nothing are not exported. A child's span names the fields a write changed; the metrics
-//! point at exported traces (exemplars).
+//! point at exported traces (exemplars). At a sampling ratio of 0 nothing is exported.
 
 use crate::common;
 
@@ -314,4 +314,58 @@ async fn a_childs_span_should_name_the_fields_it_changed_or_say_it_changed_nothi
     assert_eq!(service.attributes["action"], "Unchanged", "{service:?}");
     assert_eq!(service.attributes["changed"], "unchanged");
     assert_eq!(service.attributes["changed_count"], "0");
+}
+
+#[tokio::test]
+async fn a_sampling_ratio_of_zero_should_export_no_reconcile_and_name_no_trace() {
+    let world = World::new("traces-unsampled").await;
+    let endpoint = world.cluster.otlp_endpoint().expect("the trace receiver");
+    let host = world
+        .host_with(
+            &["configmap-generator"],
+            &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+            &["--otlp-endpoint", &endpoint, "--trace-sampling-ratio", "0"],
+        )
+        .await;
+    let generators = generators(&world);
+    let name = "unsampled";
+    world
+        .create(
+            &generators,
+            json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "ConfigMapGenerator",
+                   "metadata": {"name": name}, "spec": {"content": {"round": "0"}}}),
+        )
+        .await;
+    converged(&generators, name).await;
+    world
+        .merge(
+            &generators,
+            name,
+            json!({"spec": {"content": {"round": "1"}}}),
+        )
+        .await;
+    converged(&generators, name).await;
+    // A graceful stop exports whatever is still batched.
+    host.stop(std::time::Duration::from_secs(10));
+
+    let parent = format!("{}/{name}", world.namespace);
+    let exported: Vec<SpanRecord> = world
+        .cluster
+        .spans()
+        .into_iter()
+        .filter(|s| s.service == "reconhost" && s.attributes.get("parent") == Some(&parent))
+        .collect();
+    assert!(exported.is_empty(), "{exported:#?}");
+    let recorded = get(&generators, name).await.expect("the parent");
+    let record: serde_json::Value = serde_json::from_str(
+        recorded["metadata"]["annotations"]["reconhost.dev/last-reconcile"]
+            .as_str()
+            .expect("the host's record on the parent"),
+    )
+    .expect("the record is JSON");
+    assert!(record["traceId"].is_null(), "{record}");
+    let map = get(&world.config_maps(), name)
+        .await
+        .expect("the ConfigMap");
+    assert_eq!(map["data"]["round"], "1");
 }
