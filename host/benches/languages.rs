@@ -142,9 +142,22 @@ fn measure(
 
 fn main() {
     let scratch = std::env::temp_dir().join(format!("reconhost-bench-lang-{}", std::process::id()));
+    // LANGUAGES=py-noop,webapp-python measures those alone (no table of verdicts), for quick
+    // comparisons while working on one language.
+    let only = std::env::var("LANGUAGES").ok();
+    let picked = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|n| n == name))
+    };
     let rows: Vec<Row> = LANGUAGES
         .iter()
+        .filter(|(name, ..)| picked(name))
         .map(|&(name, language, calls, compiles)| {
+            // LANGUAGES_CALLS=n times n calls of each kind instead, for a profiler.
+            let calls = std::env::var("LANGUAGES_CALLS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(calls);
             measure(&scratch, name, language, calls, compiles)
         })
         .collect();
@@ -154,10 +167,16 @@ fn main() {
         "| plugin | component | cold compile | cached load | reconcile, fresh instance | reconcile, pre-made instance | whole call | fresh / Rust's |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    let rust_fresh = rows[0].fresh.as_secs_f64();
+    let rust_fresh = rows
+        .iter()
+        .find(|r| r.language == "Rust")
+        .map(|r| r.fresh.as_secs_f64());
     for r in &rows {
+        let ratio = rust_fresh.map_or("–".to_owned(), |rust| {
+            format!("{:.1}×", r.fresh.as_secs_f64() / rust)
+        });
         println!(
-            "| {} | {:.1} MB | {:.2} s | {} | {} | {} | {} | {:.1}× |",
+            "| {} | {:.1} MB | {:.2} s | {} | {} | {} | {} | {ratio} |",
             r.language,
             r.size as f64 / 1e6,
             r.compile.as_secs_f64(),
@@ -165,8 +184,10 @@ fn main() {
             ms(r.fresh),
             ms(r.hot),
             ms(r.whole),
-            r.fresh.as_secs_f64() / rust_fresh,
         );
+    }
+    if only.is_some() {
+        return;
     }
     println!();
     println!("Targets (~1 KiB parent):");
