@@ -32,6 +32,16 @@ pub struct RuntimeConfig {
     pub max_memory: usize,
     /// How a used instance's memory is made pristine again for the next one.
     pub memory_reset: MemoryReset,
+    /// Plugins whose linear memory starts at least this large (language runtimes that
+    /// snapshot a big heap: CPython) get their instances from a second pool that keeps the
+    /// whole memory resident and restores it by copying ([`RESIDENT_POOL_KEEP`] bytes of it).
+    /// Their calls write pages all over that heap, more scattered runs of pages than the
+    /// scan of [`MemoryReset::Scan`] follows (wasmtime stops at 32), so in the first pool
+    /// each call took its writes as page faults again: ~280 for Python's webapp, half its
+    /// reconcile (docs/BENCHMARKS.md). Costs resident memory: a used slot of this pool holds
+    /// all of its memory. Default 12 MiB (Python's 13 MiB; TypeScript's 9.5 MiB measured
+    /// better in the first pool); `None`: one pool for every plugin.
+    pub resident_pool_from: Option<usize>,
     /// Where components are compiled. Default [`Compiler::InProcess`]; the `reconhost` binary
     /// uses [`Compiler::Worker`].
     pub compiler: Compiler,
@@ -92,20 +102,38 @@ impl Default for RuntimeConfig {
             max_instances: 256,
             max_memory: 1 << 30,
             memory_reset: MemoryReset::Auto,
+            resident_pool_from: Some(12 << 20),
             compiler: Compiler::InProcess,
             compile_budget: CompileBudget::default(),
         }
     }
 }
 
+/// How many bytes of each memory the resident pool restores by copying and keeps (see
+/// [`RuntimeConfig::resident_pool_from`]); a memory grown beyond it has the rest given back to
+/// the kernel, so a plugin that grew large does not copy all of it on every reset.
+pub const RESIDENT_POOL_KEEP: usize = 32 << 20;
+
 /// The engine, linker and cache shared by every plugin. Cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
     pub(super) engine: Engine,
     pub(super) linker: Arc<Linker<State>>,
+    /// The second pool, for plugins with a large memory, and from which size; see
+    /// [`RuntimeConfig::resident_pool_from`].
+    pub(super) resident: Option<(Lane, usize)>,
     pub(super) cache: CompiledCache,
     pub(super) ticker: Arc<Ticker>,
     pub(super) compiler: Arc<(Compiler, CompileBudget)>,
+}
+
+/// An engine (with its own instance pool) and the linker for it. Compiled code is the same in
+/// every lane (pooling settings do not change it), so a component moves between lanes by
+/// loading the cached code again.
+#[derive(Clone)]
+pub(super) struct Lane {
+    pub(super) engine: Engine,
+    pub(super) linker: Arc<Linker<State>>,
 }
 
 /// Failure to set up the engine itself.
@@ -122,31 +150,46 @@ impl Runtime {
     }
 
     /// Builds the engine (pooling allocator, falling back to on-demand allocation where the
-    /// address space cannot be reserved), starts the epoch ticker and links the host imports.
+    /// address space cannot be reserved) and the second one whose pool keeps large memories
+    /// resident ([`RuntimeConfig::resident_pool_from`]), starts the epoch ticker for both and
+    /// links the host imports into each.
     pub fn new(config: RuntimeConfig) -> Result<Self, EngineError> {
-        let engine = match Engine::new(&engine_config(&config, true)) {
-            Ok(engine) => engine,
+        let reset = config.memory_reset.resolve();
+        let (engine, pooling) = match Engine::new(&engine_config(&config, Some(reset))) {
+            Ok(engine) => (engine, true),
             Err(e) => {
                 tracing::warn!(error = %e, "pooling allocator unavailable; allocating instances on demand");
-                Engine::new(&engine_config(&config, false))
-                    .map_err(|e| EngineError(format!("{e:#}")))?
+                let engine = Engine::new(&engine_config(&config, None))
+                    .map_err(|e| EngineError(format!("{e:#}")))?;
+                (engine, false)
             }
         };
-        let ticker = Ticker::spawn(&engine);
-        let mut linker = Linker::<State>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .map_err(|e| EngineError(format!("linking WASI: {e:#}")))?;
-        // Each contract version's imports, side by side: a component links against the one it
-        // names.
-        v0_1::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
-            .and_then(|()| {
-                v0_2::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
-            })
-            .map_err(|e| EngineError(format!("linking the host imports: {e:#}")))?;
+        // Without pooling there is no reset to choose, and where the address space for a
+        // second pool cannot be reserved, every plugin stays in the first.
+        let resident = match config.resident_pool_from {
+            Some(from) if pooling => {
+                let keep = MemoryReset::Memset {
+                    keep_resident: RESIDENT_POOL_KEEP,
+                };
+                match Engine::new(&engine_config(&config, Some(keep))) {
+                    Ok(engine) => Some((lane(engine)?, from)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no second instance pool for plugins with a large memory");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let mut engines = vec![engine.clone()];
+        engines.extend(resident.iter().map(|(lane, _)| lane.engine.clone()));
+        let ticker = Ticker::spawn(&engines);
+        let Lane { engine, linker } = lane(engine)?;
         let cache = CompiledCache::new(config.cache_dir.clone(), &engine);
         Ok(Self {
             engine,
-            linker: Arc::new(linker),
+            linker,
+            resident,
             cache,
             ticker,
             compiler: Arc::new((config.compiler, config.compile_budget)),
@@ -164,14 +207,30 @@ impl Runtime {
     }
 }
 
+/// The engine with the host's imports linked: capability-free WASI and each contract version's
+/// imports, side by side (a component links against the one it names).
+fn lane(engine: Engine) -> Result<Lane, EngineError> {
+    let mut linker = Linker::<State>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        .map_err(|e| EngineError(format!("linking WASI: {e:#}")))?;
+    v0_1::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+        .and_then(|()| v0_2::Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s))
+        .map_err(|e| EngineError(format!("linking the host imports: {e:#}")))?;
+    Ok(Lane {
+        engine,
+        linker: Arc::new(linker),
+    })
+}
+
 /// The engine of a compile worker: the host's settings without the pooling allocator (which
 /// compiled code does not depend on), so what it compiles loads in the host.
 pub(super) fn worker_engine() -> Result<Engine, EngineError> {
-    Engine::new(&engine_config(&RuntimeConfig::default(), false))
+    Engine::new(&engine_config(&RuntimeConfig::default(), None))
         .map_err(|e| EngineError(format!("{e:#}")))
 }
 
-fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
+/// The engine's settings; with `reset`, a pooling allocator that resets memories so.
+fn engine_config(config: &RuntimeConfig, reset: Option<MemoryReset>) -> Config {
     let mut c = Config::new();
     c.wasm_component_model(true)
         .epoch_interruption(true)
@@ -180,7 +239,7 @@ fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
         // 512 KiB of wasm stack (the default), stated so it is not forgotten: deep recursion in
         // a plugin is a trap, not a crash of the host thread.
         .max_wasm_stack(512 << 10);
-    if pooling {
+    if let Some(reset) = reset {
         let n = config.max_instances;
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(n)
@@ -196,7 +255,7 @@ fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
             .max_memories_per_component(4)
             .max_tables_per_component(8)
             .max_unused_warm_slots(n / 4);
-        let (scan, keep_resident) = match config.memory_reset.resolve() {
+        let (scan, keep_resident) = match reset.resolve() {
             MemoryReset::Scan { keep_resident } => (true, keep_resident),
             MemoryReset::Memset { keep_resident } => (false, keep_resident),
             // `resolve` never answers Auto.
@@ -230,8 +289,9 @@ pub(super) struct Ticker {
 const IDLE_TICKS: u32 = 100;
 
 impl Ticker {
-    fn spawn(engine: &Engine) -> Arc<Self> {
-        let weak = engine.weak();
+    /// Ticks every engine in `engines`; exits once the first is gone.
+    fn spawn(engines: &[Engine]) -> Arc<Self> {
+        let weak: Vec<_> = engines.iter().map(Engine::weak).collect();
         let (tx, rx) = std::sync::mpsc::sync_channel::<Arc<Ticker>>(1);
         let handle = std::thread::Builder::new()
             .name("reconhost-epoch".into())
@@ -243,7 +303,7 @@ impl Ticker {
                         // An unpark before this park is not lost; the timeout only checks now
                         // and then whether the engine is gone.
                         std::thread::park_timeout(Duration::from_secs(1));
-                        if weak.upgrade().is_none() {
+                        if weak[0].upgrade().is_none() {
                             return;
                         }
                         continue;
@@ -251,9 +311,12 @@ impl Ticker {
                     // A whole tick after waking, not at once: a call is never cut short by a
                     // tick that came right after it started.
                     std::thread::sleep(EPOCH_TICK);
-                    let Some(engine) = weak.upgrade() else { return };
-                    engine.increment_epoch();
-                    drop(engine);
+                    if weak[0].upgrade().is_none() {
+                        return;
+                    }
+                    for engine in weak.iter().filter_map(|w| w.upgrade()) {
+                        engine.increment_epoch();
+                    }
                     ticker.ticks.fetch_add(1, Ordering::Relaxed);
                     idle = if ticker.busy.load(Ordering::SeqCst) == 0 {
                         idle + 1
@@ -321,7 +384,13 @@ mod tests {
             engine.precompile_compatibility_hash().hash(&mut hasher);
             hasher.finish()
         };
-        let host = Engine::new(&engine_config(&RuntimeConfig::default(), true)).unwrap();
+        let config = RuntimeConfig::default();
+        let host = Engine::new(&engine_config(&config, Some(config.memory_reset))).unwrap();
+        let resident = MemoryReset::Memset {
+            keep_resident: RESIDENT_POOL_KEEP,
+        };
+        let resident = Engine::new(&engine_config(&config, Some(resident))).unwrap();
+        assert_eq!(key(&resident), key(&host));
         assert_eq!(key(&worker_engine().unwrap()), key(&host));
     }
 

@@ -14,7 +14,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wasmtime::{Store, Trap};
+use wasmtime::{Engine, Store, Trap};
 
 use super::code_cache::{Provenance, sha256_hex};
 use super::contract::{self, Contract, Instance, Pre};
@@ -56,6 +56,9 @@ struct Inner {
 /// What it takes to make an instance; shared with the fill thread.
 struct Prepared {
     runtime: Runtime,
+    /// The engine whose pool the instances come from (see
+    /// [`super::RuntimeConfig::resident_pool_from`]).
+    engine: Engine,
     pre: Pre,
     info: PluginInfo,
     name: Arc<str>,
@@ -153,18 +156,22 @@ impl Plugin {
         limits: Limits,
         warm: usize,
     ) -> Result<Self, LoadError> {
-        let (version, contract) = check_contract(runtime, origin, &component)?;
+        let (version, contract) = check_contract(origin, &component)?;
         let not_reconciler = |e: wasmtime::Error| LoadError::NotAReconciler {
             origin: origin.to_owned(),
             message: format!("{e:#}"),
         };
-        let pre = runtime
-            .linker
-            .instantiate_pre(&component)
-            .map_err(not_reconciler)?;
+        // A component already moved to the resident pool (`with_limits`) stays there.
+        let engine = component.engine().clone();
+        let linker = match &runtime.resident {
+            Some((lane, _)) if Engine::same(&engine, &lane.engine) => &lane.linker,
+            _ => &runtime.linker,
+        };
+        let pre = linker.instantiate_pre(&component).map_err(not_reconciler)?;
         let pre = Pre::new(version, pre).map_err(not_reconciler)?;
         let mut prepared = Prepared {
             runtime: runtime.clone(),
+            engine,
             pre,
             info: PluginInfo {
                 name: String::new(),
@@ -183,7 +190,7 @@ impl Plugin {
             contract,
             component,
         };
-        let info = prepared.call_info().map_err(|e| LoadError::Info {
+        let (info, memory) = prepared.call_info().map_err(|e| LoadError::Info {
             origin: origin.to_owned(),
             source: Box::new(e),
         })?;
@@ -195,6 +202,12 @@ impl Plugin {
         prepared.name = Arc::from(info.name.as_str());
         prepared.reads = Arc::from(info.reads.clone());
         prepared.info = info;
+        if let Some((lane, from)) = &runtime.resident
+            && memory >= *from
+            && !Engine::same(&prepared.engine, &lane.engine)
+        {
+            prepared.move_to(lane, version);
+        }
         let prepared = Arc::new(prepared);
         let (tx, rx) = sync_channel(warm);
         let ready = Arc::new(AtomicUsize::new(0));
@@ -241,6 +254,16 @@ impl Plugin {
             limits,
             WARM_INSTANCES,
         )
+    }
+
+    /// Whether its instances come from the pool that keeps whole memories resident (see
+    /// [`super::RuntimeConfig::resident_pool_from`]).
+    pub fn keeps_memory_resident(&self) -> bool {
+        let p = &self.inner.prepared;
+        p.runtime
+            .resident
+            .as_ref()
+            .is_some_and(|(lane, _)| Engine::same(&p.engine, &lane.engine))
     }
 
     /// The limits every call runs under.
@@ -376,7 +399,7 @@ impl Plugin {
 impl Prepared {
     fn instantiate(&self) -> Result<Warm, CallErrorKind> {
         let state = State::new(self.name.clone(), self.reads.clone(), &self.limits);
-        let mut store = Store::new(&self.runtime.engine, state);
+        let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.memory);
         // Instantiation runs guest start-up code, which is as untrusted as the rest.
         let _running = self.runtime.ticker.running();
@@ -388,7 +411,8 @@ impl Prepared {
         }
     }
 
-    fn call_info(&self) -> Result<PluginInfo, CallError> {
+    /// The plugin's info, and how large its linear memory is when an instance starts.
+    fn call_info(&self) -> Result<(PluginInfo, usize), CallError> {
         let fail = |kind| CallError {
             plugin: self.name.to_string(),
             parent: String::new(),
@@ -399,11 +423,37 @@ impl Prepared {
             mut store,
             bindings,
         } = self.instantiate().map_err(fail)?;
+        let memory = store.data().memory.peak;
         let running = self.runtime.ticker.running();
         let result = bindings.info(&mut store);
         drop(running);
         forward_output(&store, &self.name, "");
-        result.map_err(|e| fail(classify(&e, &store, &self.limits)))
+        result
+            .map(|info| (info, memory))
+            .map_err(|e| fail(classify(&e, &store, &self.limits)))
+    }
+
+    /// Makes instances from `lane`'s pool from now on, with the compiled code the cache holds;
+    /// where that fails the plugin stays where it is, slower but correct.
+    fn move_to(&mut self, lane: &super::engine::Lane, version: Contract) {
+        let Some(component) = self.runtime.cache.load(&lane.engine, &self.digest) else {
+            tracing::warn!(plugin = %self.info.name, "no cached code to move to the resident pool");
+            return;
+        };
+        match lane
+            .linker
+            .instantiate_pre(&component)
+            .and_then(|pre| Pre::new(version, pre))
+        {
+            Ok(pre) => {
+                self.pre = pre;
+                self.engine = lane.engine.clone();
+                self.component = component;
+            }
+            Err(e) => {
+                tracing::warn!(plugin = %self.info.name, error = %e, "not moved to the resident pool");
+            }
+        }
     }
 }
 
@@ -589,11 +639,10 @@ fn forward_output(store: &Store<State>, plugin: &str, parent: &str) {
 /// linking would fail with a less helpful message. Returns the version to call it by and the
 /// contract it names.
 fn check_contract(
-    runtime: &Runtime,
     origin: &str,
     component: &wasmtime::component::Component,
 ) -> Result<(Contract, String), LoadError> {
-    Contract::of(&contract::names(&runtime.engine, component)).map_err(|found| {
+    Contract::of(&contract::names(component.engine(), component)).map_err(|found| {
         LoadError::UnsupportedContract {
             origin: origin.to_owned(),
             found: found.0,

@@ -269,28 +269,37 @@ fn an_empty_answer_should_delete_what_was_there() {
 }
 
 /// Every call finds no mark of an earlier one in a static, the heap or grown memory, whichever
-/// way used memory is reset, with pre-made instances (made by the fill thread, then by the
-/// calls) and with instances made inline; enough calls that pool slots are reused many times.
+/// way used memory is reset (the resident pool's copy too, with every plugin sent there), with
+/// pre-made instances (made by the fill thread, then by the calls) and with instances made
+/// inline; enough calls that pool slots are reused many times.
 #[test]
 fn every_call_should_see_a_pristine_instance() {
     let scan = matches!(MemoryReset::Auto.resolve(), MemoryReset::Scan { .. });
     let mut strategies = vec![
-        MemoryReset::Memset { keep_resident: 0 },
-        MemoryReset::Memset {
-            keep_resident: 1 << 20,
-        },
+        (MemoryReset::Memset { keep_resident: 0 }, None),
+        (
+            MemoryReset::Memset {
+                keep_resident: 1 << 20,
+            },
+            None,
+        ),
+        (MemoryReset::Auto, Some(0)),
     ];
     if scan {
-        strategies.push(MemoryReset::Scan {
-            keep_resident: 2 << 20,
-        });
+        strategies.push((
+            MemoryReset::Scan {
+                keep_resident: 2 << 20,
+            },
+            None,
+        ));
     }
     let wasm = wasm("runtime-state-leak");
-    for reset in strategies {
+    for (reset, resident_pool_from) in strategies {
         let dir = std::env::temp_dir().join(format!("reconhost-reset-test-{}", std::process::id()));
         let runtime = Runtime::new(RuntimeConfig {
             cache_dir: dir,
             memory_reset: reset,
+            resident_pool_from,
             max_instances: 8,
             ..RuntimeConfig::default()
         })
@@ -304,12 +313,18 @@ fn every_call_should_see_a_pristine_instance() {
                 warm,
             )
             .expect("loading runtime-state-leak");
+            assert_eq!(
+                plugin.keeps_memory_resident(),
+                resident_pool_from.is_some(),
+                "{reset:?}, resident pool from {resident_pool_from:?}"
+            );
             for i in 0..20 {
                 let outcome = call(&plugin, &widget("w")).unwrap();
                 assert_eq!(
                     outcome.desired.status,
                     Some(json!({"callsBefore": 0, "heapMarked": 0, "grownPagesMarked": 0})),
-                    "call {i} under {reset:?}, {warm} pre-made: an earlier call's state survived"
+                    "call {i} under {reset:?}, resident pool from {resident_pool_from:?}, \
+                     {warm} pre-made: an earlier call's state survived"
                 );
             }
         }
