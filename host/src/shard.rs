@@ -6,7 +6,9 @@
 //! namespace, named `<ring>-<identity>` and labelled `reconhost.dev/ring=<ring>`, renewed every
 //! retry period. A member is alive while its Lease's record changes within the Lease's
 //! duration as *this* replica observed it ([`members`], client-go's rule: clocks are only
-//! compared with themselves). A replica that could not renew within the renew deadline stops
+//! compared with themselves; a watch of the ring reports renewals as they happen, and a round
+//! comes when the first live member's Lease would expire). A replica that could not renew within
+//! the renew deadline stops
 //! reconciling at once and closes its [`Fence`], so that its client refuses every write, before
 //! its Lease can expire for the others (10 s < 15 s).
 //!
@@ -25,7 +27,9 @@
 //!
 //! - A replica starts reconciling `p` only after it published a view giving it `p` and then
 //!   read every Lease with a quorum read (a list without resourceVersion), which showed no
-//!   other member claiming `p`. Every member does the same: write, then read.
+//!   other member claiming `p`. Every member does the same: write, then read. (A round that
+//!   only reads, woken by a watch of the ring or by a member's expiry, claims under the view
+//!   its Lease already holds: written before that read too.)
 //! - If two members `a` and `b` both claimed `p` in their published views, whichever of them
 //!   wrote second read the other's claim (the API server's writes and quorum reads are
 //!   linearizable), so it does not reconcile `p`. Dekker's argument: at least one sees the
@@ -41,6 +45,7 @@
 //! Clock steps are out of scope (as for leader election): a local clock that jumps can make a
 //! Lease look expired early.
 
+pub mod counts;
 pub mod members;
 pub mod ring;
 
@@ -49,11 +54,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use self::members::{Observer, Seen};
 use self::ring::{Claims, View};
@@ -186,22 +193,43 @@ pub async fn run(
     };
     info!(ring = %ring.name, member = %ring.member, namespace = %ring.namespace,
           "sharding: reconciling the parents this member owns");
-    loop {
-        let quick = member.round(&fence).await;
+    let changes = changes(api.clone(), &ring.name);
+    futures::pin_mut!(changes);
+    // Renewals keep the retry period; a round that only reads comes as soon as the ring says
+    // something (a member came, went or published a view) or a member's Lease expires.
+    let mut renew_at = Instant::now();
+    'rounds: loop {
+        let renew = Instant::now() >= renew_at;
+        let quick = member.round(&fence, renew).await;
+        if renew {
+            renew_at = Instant::now() + jittered(ring.timings.retry);
+        }
         leading.send_if_modified(|leads| {
             let now = fence.is_open()
                 && matches!(&*supervisor.context().assignment.borrow(),
                             Assignment::Shard(c) if c.owns(&ObjectKey::new("", LIFECYCLE)));
             std::mem::replace(leads, now) != now
         });
-        let pause = if quick {
-            Duration::from_millis(100)
+        let next = if quick {
+            Instant::now() + Duration::from_millis(100)
         } else {
-            jittered(ring.timings.retry)
+            // A moment past the expiry, so that the round finds the Lease expired.
+            let expiry = member
+                .observer
+                .next_expiry(Instant::now())
+                .map(|at| at + Duration::from_millis(10));
+            expiry.map_or(renew_at, |at| at.min(renew_at))
         };
-        tokio::select! {
-            () = stop.stopped() => break,
-            () = tokio::time::sleep(pause) => {}
+        loop {
+            tokio::select! {
+                () = stop.stopped() => break 'rounds,
+                () = tokio::time::sleep_until(next.into()) => break,
+                Some(change) = changes.next() => {
+                    if member.observer.saw(&ring.member, change, Instant::now()) {
+                        break;
+                    }
+                }
+            }
         }
     }
     leading.send_replace(false);
@@ -217,6 +245,47 @@ pub async fn run(
             warn!(member = %ring.member, %error, "deleting this member's Lease failed; it expires in its own time")
         }
     }
+}
+
+/// The changes of the ring's Leases, as a watch reports them (a failed watch is retried with
+/// backoff; meanwhile the rounds still list the ring every retry period).
+fn changes(api: Api<Lease>, ring: &str) -> impl futures::Stream<Item = members::Change> {
+    let config = watcher::Config::default().labels(&format!("{RING_LABEL}={ring}"));
+    watcher::watcher(api, config)
+        .default_backoff()
+        .filter_map(|event| async move {
+            let written = |lease: Lease| {
+                let view = lease
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(VIEW_ANNOTATION))
+                    .cloned()
+                    .unwrap_or_default();
+                members::Change::Written {
+                    name: lease.metadata.name.unwrap_or_default(),
+                    resource_version: lease.metadata.resource_version.unwrap_or_default(),
+                    holder: lease
+                        .spec
+                        .and_then(|s| s.holder_identity)
+                        .unwrap_or_default(),
+                    view,
+                }
+            };
+            match event {
+                Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => {
+                    Some(written(lease))
+                }
+                Ok(watcher::Event::Delete(lease)) => Some(members::Change::Deleted(
+                    lease.metadata.name.unwrap_or_default(),
+                )),
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                Err(error) => {
+                    debug!(%error, "watching the ring's Leases failed; retrying");
+                    None
+                }
+            }
+        })
 }
 
 /// One member's state between rounds.
@@ -237,11 +306,14 @@ struct Member<'a> {
 }
 
 impl Member<'_> {
-    /// Writes, reads, assigns. Returns whether the next round should come at once (a view to
-    /// publish, or a drain to watch).
-    async fn round(&mut self, fence: &Fence) -> bool {
+    /// Writes (when `renew`, or with a view to publish), reads, assigns. Returns whether the
+    /// next round should come at once (a view to publish, or a drain to watch). A round that
+    /// does not write claims only under the view its Lease already holds, which it wrote
+    /// before this read: the write-then-read order the argument above rests on still holds.
+    async fn round(&mut self, fence: &Fence, renew: bool) -> bool {
         let timings = self.ring.timings;
-        if let Some(target) = self.target.clone() {
+        let publish = self.target.is_some() && self.target != self.published;
+        if let Some(target) = self.target.clone().filter(|_| renew || publish) {
             let sent = Instant::now();
             match self.write(&target).await {
                 Ok(())
@@ -292,6 +364,12 @@ impl Member<'_> {
         for (name, resource_version) in &reading.orphans {
             self.delete_orphan(name, resource_version).await;
         }
+        self.supervisor.ring_counts().observe(
+            listed
+                .iter()
+                .filter(|seen| reading.others.iter().any(|(name, _)| *name == seen.name))
+                .map(|seen| (seen.name.clone(), seen.counts.clone())),
+        );
         let view = Arc::new(View::of(
             reading
                 .others
@@ -365,10 +443,16 @@ impl Member<'_> {
             name: Some(ring.member.clone()),
             namespace: Some(ring.namespace.clone()),
             labels: Some(BTreeMap::from([(RING_LABEL.to_owned(), ring.name.clone())])),
-            annotations: Some(BTreeMap::from([(
-                VIEW_ANNOTATION.to_owned(),
-                view.to_string(),
-            )])),
+            annotations: Some(
+                [
+                    (VIEW_ANNOTATION.to_owned(), view.to_string()),
+                    (
+                        counts::ANNOTATION.to_owned(),
+                        counts::encode(&self.supervisor.rollout_counts()),
+                    ),
+                ]
+                .into(),
+            ),
             ..ObjectMeta::default()
         };
         let spec = LeaseSpec {
@@ -421,12 +505,19 @@ impl Member<'_> {
             .filter_map(|lease| {
                 let name = lease.metadata.name?;
                 let spec = lease.spec.unwrap_or_default();
-                let view = lease
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(VIEW_ANNOTATION))
-                    .map(|v| View::parse(v.as_str()))
+                let annotation = |key| {
+                    lease
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(key))
+                        .map(String::as_str)
+                };
+                let view = annotation(VIEW_ANNOTATION)
+                    .map(View::parse)
+                    .unwrap_or_default();
+                let counts = annotation(counts::ANNOTATION)
+                    .map(counts::decode)
                     .unwrap_or_default();
                 Some(Seen {
                     name,
@@ -437,6 +528,7 @@ impl Member<'_> {
                             .unwrap_or(15),
                     ),
                     view,
+                    counts,
                 })
             })
             .collect())

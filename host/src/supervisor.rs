@@ -25,6 +25,7 @@ use tracing::info;
 use crate::cache::GroupKind;
 use crate::controller::route::Assignment;
 use crate::controller::{Context, Controller, PrepareError, Revision, Spec, short};
+use crate::shard::counts::{Counted, Counts, RingCounts};
 
 /// Why the supervisor refused or could not complete an install.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +124,8 @@ pub struct Supervisor {
     sync_timeout: Duration,
     /// The parents this replica owns, as the controllers follow it.
     assignment: tokio::sync::watch::Sender<Assignment>,
+    /// What the other members of a sharding ring counted of the rollouts in progress.
+    ring_counts: RingCounts,
 }
 
 /// Makes every controller follow the replica's leadership (leader election: all parents or
@@ -160,7 +163,34 @@ impl Supervisor {
             edges: Mutex::new(HashMap::new()),
             sync_timeout,
             assignment,
+            ring_counts: RingCounts::default(),
         }
+    }
+
+    /// What the other members of this replica's ring counted of the rollouts in progress, as
+    /// their Leases last said (nothing without sharding).
+    pub fn ring_counts(&self) -> &RingCounts {
+        &self.ring_counts
+    }
+
+    /// This replica's counters of each rollout in progress, for its ring Lease.
+    pub fn rollout_counts(&self) -> Counts {
+        let entries = self.entries.lock().expect("supervisor lock poisoned");
+        entries
+            .iter()
+            .filter_map(|(owner, controller)| {
+                let (candidate, _) = controller.candidate()?;
+                let stable = controller.current()?;
+                Some((
+                    owner.clone(),
+                    Counted {
+                        candidate: candidate.plugin().digest().to_owned(),
+                        stable: stable.health().snapshot(),
+                        counted: candidate.health().snapshot(),
+                    },
+                ))
+            })
+            .collect()
     }
 
     /// Gives every controller, and every one started from now on, the parents this replica

@@ -67,6 +67,58 @@ pub struct Snapshot {
     pub diverged: u64,
 }
 
+impl Snapshot {
+    /// The counters in the order of the fields, for a compact text form.
+    pub fn to_array(self) -> [u64; 7] {
+        [
+            self.calls,
+            self.failed_calls,
+            self.errors,
+            self.synced_false,
+            self.fights,
+            self.shadowed,
+            self.diverged,
+        ]
+    }
+
+    /// The counters from [`Snapshot::to_array`]'s form.
+    pub fn from_array(fields: [u64; 7]) -> Self {
+        let [
+            calls,
+            failed_calls,
+            errors,
+            synced_false,
+            fights,
+            shadowed,
+            diverged,
+        ] = fields;
+        Self {
+            calls,
+            failed_calls,
+            errors,
+            synced_false,
+            fights,
+            shadowed,
+            diverged,
+        }
+    }
+}
+
+impl std::ops::Add for Snapshot {
+    type Output = Snapshot;
+    fn add(self, other: Snapshot) -> Snapshot {
+        Snapshot {
+            calls: self.calls + other.calls,
+            failed_calls: self.failed_calls + other.failed_calls,
+            errors: self.errors + other.errors,
+            synced_false: self.synced_false + other.synced_false,
+            fights: self.fights + other.fights,
+            shadowed: self.shadowed + other.shadowed,
+            diverged: self.diverged + other.diverged,
+        }
+    }
+}
+
 impl std::ops::Sub for Snapshot {
     type Output = Snapshot;
     fn sub(self, earlier: Snapshot) -> Snapshot {

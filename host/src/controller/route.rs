@@ -160,11 +160,24 @@ impl<R: Clone> Route<R> {
         }
     }
 
+    /// Whether this replica owns the parent `key` at all (the first of [`Route::decide`]'s
+    /// questions, which needs no parent object).
+    pub fn owns(&self, key: &ObjectKey) -> bool {
+        self.assignment.owns(key)
+    }
+
     /// Decides for the parent `key`, whose object is `parent`.
     pub fn decide(&self, key: &ObjectKey, parent: &serde_json::Value) -> Decision<R> {
         if !self.assignment.owns(key) {
             return Decision::Skip;
         }
+        self.decide_as_owner(key, parent)
+    }
+
+    /// [`Route::decide`] as the replica owning `key` decides it, whichever that is: what the
+    /// ring as a whole does with the parent (a rollout's step counts its parents across the
+    /// ring, since its calls are counted so).
+    pub fn decide_as_owner(&self, key: &ObjectKey, parent: &serde_json::Value) -> Decision<R> {
         if !self.selection.selects(key, parent) {
             return Decision::Release(self.stable.clone());
         }
@@ -249,6 +262,12 @@ mod tests {
             Decision::Skip,
             "not even released by a replica that does not own it"
         );
+        assert_eq!(
+            standby.decide_as_owner(&key("a"), &web),
+            serve("stable"),
+            "what its owner does with it, for counting across the ring"
+        );
+        assert!(!standby.owns(&key("a")));
     }
 
     #[test]

@@ -92,7 +92,8 @@ impl Controller {
     }
 
     /// How many parents the rollout's candidate has at its stage now: those it shadows, or
-    /// those it serves. Reads every cached parent; a rollout asks once per step.
+    /// those it serves, across the ring with sharding (every replica caches every parent).
+    /// Reads every cached parent; a rollout asks once per step.
     pub fn parents_at_stage(&self) -> u64 {
         let Some(route) = self.route.read().expect("route lock poisoned").clone() else {
             return 0;
@@ -105,7 +106,7 @@ impl Controller {
             };
             let parent =
                 Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
-            let counted = match route.decide(&key, &parent) {
+            let counted = match route.decide_as_owner(&key, &parent) {
                 Decision::Serve { revision, shadow } => {
                     shadow.is_some()
                         || route

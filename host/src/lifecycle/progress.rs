@@ -22,6 +22,7 @@ use crate::api::{self, ReconcilePlugin, RolloutStatus};
 use crate::controller::health::Snapshot;
 use crate::controller::{Revision, Stage, short};
 use crate::identity::Identity;
+use crate::shard::counts::{Role, Window};
 use kube::runtime::events::EventType;
 
 /// How often a rollout in progress is looked at.
@@ -55,13 +56,16 @@ pub(super) struct Progress {
     /// The candidate, while it is one.
     candidate: Option<Arc<Revision>>,
     step_started: Instant,
-    /// The stable and the candidate revisions' counters when the step started.
-    baseline: (Snapshot, Snapshot),
+    /// The stable and the candidate revisions' calls since the step started, across the
+    /// ring with sharding (each member's since then).
+    windows: (Window, Window),
     /// How many parents the step has to see: every parent shadowed, or every parent the
     /// candidate took at this step (counted as it started).
     parents: u64,
     /// How many parents the candidate serves (0 in shadow).
     serves: u64,
+    /// What the other members of a sharding ring counted of the candidate, as last read.
+    others: Snapshot,
 }
 
 impl Progress {
@@ -74,7 +78,7 @@ impl Progress {
     pub(super) fn shown(&self) -> RolloutStatus {
         let mut status = self.status.clone();
         if let Some(candidate) = &self.candidate {
-            status.shadow = shadow_status(candidate, &status);
+            status.shadow = shadow_status(candidate, self.others, &status);
         }
         status
     }
@@ -226,19 +230,14 @@ impl Lifecycle {
         status: RolloutStatus,
         candidate: Option<Arc<Revision>>,
     ) {
-        let stable = self
-            .supervisor
-            .controller(name)
-            .and_then(|c| c.current())
-            .map(|s| s.health().snapshot())
-            .unwrap_or_default();
-        let baseline = (
-            stable,
-            candidate
-                .as_ref()
-                .map(|c| c.health().snapshot())
-                .unwrap_or_default(),
-        );
+        let stable = self.supervisor.controller(name).and_then(|c| c.current());
+        let windows = match (&stable, &candidate) {
+            (Some(stable), Some(candidate)) => (
+                Window::new(self.tally(name, stable, candidate, Role::Stable)),
+                Window::new(self.tally(name, candidate, candidate, Role::Candidate)),
+            ),
+            _ => Default::default(),
+        };
         // A rollout started (or taken up) at a step moves every parent of the step at once.
         let parents = match (&candidate, self.supervisor.controller(name)) {
             (Some(_), Some(controller)) => controller.parents_at_stage(),
@@ -258,9 +257,10 @@ impl Lifecycle {
                     status,
                     candidate,
                     step_started: Instant::now(),
-                    baseline,
+                    windows,
                     parents,
                     serves,
+                    others: Snapshot::default(),
                 },
             );
     }
@@ -273,7 +273,7 @@ impl Lifecycle {
         let Some(stable) = controller.current() else {
             return;
         };
-        let (candidate, step, elapsed, baseline, digest, parents, before) = {
+        let (candidate, step, elapsed, digest, parents, before) = {
             let rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
             let Some(p) = rollouts.get(name) else { return };
             let Some(candidate) = p.candidate.clone() else {
@@ -283,7 +283,6 @@ impl Lifecycle {
                 candidate,
                 p.status.step as usize,
                 p.step_started.elapsed(),
-                p.baseline,
                 p.status.candidate.clone(),
                 p.parents,
                 p.serves,
@@ -295,6 +294,21 @@ impl Lifecycle {
             self.follow(name, object, plan, &candidate, step).await;
             return;
         }
+        let (stable_calls, candidate_calls) = {
+            let stable_now = self.tally(name, &stable, &candidate, Role::Stable);
+            let candidate_now = self.tally(name, &candidate, &candidate, Role::Candidate);
+            let mut rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
+            let Some(p) = rollouts.get_mut(name) else {
+                return;
+            };
+            p.others = candidate_now
+                .iter()
+                .filter(|(member, _)| !member.is_empty())
+                .fold(Snapshot::default(), |sum, (_, s)| sum + *s);
+            p.windows.0.update(stable_now);
+            p.windows.1.update(candidate_now);
+            (p.windows.0.total(), p.windows.1.total())
+        };
         let asked = |key: &str| object["metadata"]["annotations"][key].as_str() == Some(&digest);
         let verdict = if asked(ABORT) {
             Verdict::Fail("aborted by a person (annotation reconhost.dev/rollout-abort)".into())
@@ -305,8 +319,8 @@ impl Lifecycle {
                 &plan.steps[step],
                 elapsed,
                 parents,
-                &(candidate.health().snapshot() - baseline.1),
-                &(stable.health().snapshot() - baseline.0),
+                &candidate_calls,
+                &stable_calls,
                 &plan.thresholds,
             )
         };
@@ -336,7 +350,10 @@ impl Lifecycle {
                     plan.steps[step].describe()
                 );
                 info!(plugin = name, step = step + 1, stage = %next.describe(), "rollout step");
-                let stable_now = stable.health().snapshot();
+                let windows = (
+                    Window::new(self.tally(name, &stable, &candidate, Role::Stable)),
+                    Window::new(self.tally(name, &candidate, &candidate, Role::Candidate)),
+                );
                 // The parents a share step must see are those it took; a shadow sees all.
                 let at_stage = controller.parents_at_stage();
                 let (parents, serves) = match next.stage {
@@ -354,7 +371,7 @@ impl Lifecycle {
                     p.status.step_started_at = Some(now());
                     p.status.message = message.clone();
                     p.step_started = Instant::now();
-                    p.baseline = (stable_now, candidate.health().snapshot());
+                    p.windows = windows;
                     p.parents = parents;
                     p.serves = serves;
                 }
@@ -382,6 +399,23 @@ impl Lifecycle {
                 self.counted(name, if person { "aborted" } else { "rolled_back" });
             }
         }
+    }
+
+    /// The counters of `revision` (in `role`, while `candidate` is the candidate) at each
+    /// member: this replica's now (as the member ""), the others' as their Leases last said.
+    fn tally(
+        &self,
+        name: &str,
+        revision: &Revision,
+        candidate: &Revision,
+        role: Role,
+    ) -> Vec<(String, Snapshot)> {
+        let mut tally = self
+            .supervisor
+            .ring_counts()
+            .of(name, candidate.plugin().digest(), role);
+        tally.push((String::new(), revision.health().snapshot()));
+        tally
     }
 
     /// Makes the candidate serve every parent, and what the lifecycle counts as installed.
@@ -452,7 +486,7 @@ impl Lifecycle {
         let mut rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
         if let Some(p) = rollouts.get_mut(name) {
             if let Some(candidate) = p.candidate.take() {
-                p.status.shadow = shadow_status(&candidate, &p.status);
+                p.status.shadow = shadow_status(&candidate, p.others, &p.status);
             }
             p.status.phase = phase.to_owned();
             p.status.stage = stage.to_owned();

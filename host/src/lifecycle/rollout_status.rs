@@ -9,6 +9,7 @@ use super::progress::{now, phase};
 use super::rollout::DEFAULT_HISTORY;
 use crate::api::{self, HistoryEntry, ReconcilePlugin, ReconcilePluginStatus, RevisionStatus};
 use crate::api::{RolloutStatus, ShadowStatus};
+use crate::controller::health::Snapshot;
 use crate::controller::{Revision, Stage};
 
 impl Lifecycle {
@@ -162,8 +163,14 @@ fn history(
     history
 }
 
-pub(super) fn shadow_status(candidate: &Revision, status: &RolloutStatus) -> Option<ShadowStatus> {
-    let h = candidate.health().snapshot();
+/// `others` is what the other members of a sharding ring counted of the candidate: their
+/// comparisons count, their differences are theirs to log.
+pub(super) fn shadow_status(
+    candidate: &Revision,
+    others: Snapshot,
+    status: &RolloutStatus,
+) -> Option<ShadowStatus> {
+    let h = candidate.health().snapshot() + others;
     if h.shadowed == 0 {
         return status.shadow.clone();
     }

@@ -21,6 +21,8 @@ pub struct Seen {
     pub duration: Duration,
     /// The view it serves under (its annotation).
     pub view: View,
+    /// What it counted of the rollouts in progress (its annotation).
+    pub counts: super::counts::Counts,
 }
 
 /// What this replica has observed of each member's Lease.
@@ -33,6 +35,28 @@ pub struct Observer {
 struct Record {
     resource_version: String,
     changed: Instant,
+    /// Its `leaseDurationSeconds`, as last listed.
+    duration: Duration,
+    /// What a round must look at again when it changes: its holder and its view.
+    said: (String, String),
+}
+
+/// A change of one member's Lease, as a watch reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Created or written.
+    Written {
+        /// Its name.
+        name: String,
+        /// Its resourceVersion.
+        resource_version: String,
+        /// Its holder (empty once let go).
+        holder: String,
+        /// Its view annotation, as written.
+        view: String,
+    },
+    /// Deleted.
+    Deleted(String),
 }
 
 /// The ring as one listing shows it.
@@ -63,17 +87,22 @@ impl Observer {
             orphans: Vec::new(),
         };
         for seen in listed.iter().filter(|s| s.name != me) {
+            let said = (seen.holder.clone(), seen.view.to_string());
             let record = self
                 .records
                 .entry(seen.name.clone())
                 .or_insert_with(|| Record {
                     resource_version: seen.resource_version.clone(),
                     changed: now,
+                    duration: seen.duration,
+                    said: said.clone(),
                 });
             if record.resource_version != seen.resource_version {
                 record.resource_version.clone_from(&seen.resource_version);
                 record.changed = now;
             }
+            record.duration = seen.duration;
+            record.said = said;
             let quiet = now.saturating_duration_since(record.changed);
             if !seen.holder.is_empty() && quiet < seen.duration {
                 reading
@@ -87,6 +116,53 @@ impl Observer {
         }
         reading.others.sort_by(|a, b| a.0.cmp(&b.0));
         reading
+    }
+
+    /// Takes in a change a watch reported at `now`; returns whether a round should look at
+    /// the ring at once (a member came, went, let go or published a view), as opposed to a
+    /// renewal, which only moves the member's expiry. A renewal seen here as it happens, rather
+    /// than at the next listing, is what lets a member that stops renewing be taken for dead
+    /// right when its Lease expires; never earlier than its own fence closes, since the write
+    /// was sent before the watch could report it.
+    pub fn saw(&mut self, me: &str, change: Change, now: Instant) -> bool {
+        match change {
+            Change::Deleted(name) => name != me && self.records.remove(&name).is_some(),
+            Change::Written {
+                name,
+                resource_version,
+                holder,
+                view,
+            } => {
+                if name == me {
+                    return false;
+                }
+                let said = (holder, View::parse(&view).to_string());
+                match self.records.get_mut(&name) {
+                    // A member not listed yet: the next listing judges it.
+                    None => true,
+                    Some(record) => {
+                        if record.resource_version != resource_version {
+                            record.resource_version = resource_version;
+                            record.changed = now;
+                        }
+                        let news = record.said != said;
+                        record.said = said;
+                        news
+                    }
+                }
+            }
+        }
+    }
+
+    /// When the first member now alive would expire if it stopped renewing: a round then
+    /// finds it dead without waiting for the next retry period.
+    pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
+        self.records
+            .values()
+            .filter(|r| !r.said.0.is_empty())
+            .map(|r| r.changed + r.duration)
+            .filter(|expiry| *expiry > now)
+            .min()
     }
 }
 
@@ -103,6 +179,7 @@ mod tests {
             holder: holder.into(),
             duration: 15 * SECOND,
             view: View::parse(view),
+            counts: Default::default(),
         }
     }
 
@@ -132,6 +209,74 @@ mod tests {
         assert!(gone.orphans.is_empty(), "not yet an orphan");
         let orphaned = observer.read("a", &renewed, t0 + 85 * SECOND, orphan);
         assert_eq!(orphaned.orphans, [("b".to_owned(), "8".to_owned())]);
+    }
+
+    #[test]
+    fn a_watched_renewal_should_move_the_expiry_and_only_news_should_wake_a_round() {
+        let mut observer = Observer::default();
+        let t0 = Instant::now();
+        let listed = [seen("b", "7", "b", "a,b")];
+        observer.read("a", &listed, t0, 60 * SECOND);
+        assert_eq!(observer.next_expiry(t0), Some(t0 + 15 * SECOND));
+        let written = |rv: &str, holder: &str, view: &str| Change::Written {
+            name: "b".into(),
+            resource_version: rv.into(),
+            holder: holder.into(),
+            view: view.into(),
+        };
+        assert!(
+            !observer.saw("a", written("8", "b", "a,b"), t0 + 3 * SECOND),
+            "a renewal is no news"
+        );
+        assert_eq!(observer.next_expiry(t0), Some(t0 + 18 * SECOND));
+        assert!(
+            !observer.saw("a", written("8", "b", "a,b"), t0 + 9 * SECOND),
+            "a replayed event does not renew"
+        );
+        assert_eq!(observer.next_expiry(t0), Some(t0 + 18 * SECOND));
+        let gone = observer.read(
+            "a",
+            &[seen("b", "8", "b", "a,b")],
+            t0 + 18 * SECOND,
+            60 * SECOND,
+        );
+        assert!(
+            gone.others.is_empty(),
+            "expired 15 s after the watched renewal"
+        );
+
+        assert!(
+            observer.saw("a", written("9", "b", "a,b,c"), t0 + 19 * SECOND),
+            "a new view"
+        );
+        assert!(
+            observer.saw("a", written("10", "", "a,b,c"), t0 + 20 * SECOND),
+            "let go"
+        );
+        assert_eq!(
+            observer.next_expiry(t0),
+            None,
+            "a member that let go does not expire"
+        );
+        let new = Change::Written {
+            name: "c".into(),
+            resource_version: "1".into(),
+            holder: "c".into(),
+            view: "c".into(),
+        };
+        assert!(observer.saw("a", new, t0), "a new member");
+        let own = Change::Written {
+            name: "a".into(),
+            resource_version: "5".into(),
+            holder: "a".into(),
+            view: "a,b,c".into(),
+        };
+        assert!(!observer.saw("a", own, t0), "its own Lease");
+        assert!(observer.saw("a", Change::Deleted("b".into()), t0));
+        assert!(
+            !observer.saw("a", Change::Deleted("b".into()), t0),
+            "already gone"
+        );
     }
 
     #[test]

@@ -156,8 +156,8 @@ async fn chart_should_lint_and_render_a_hardened_least_privilege_install() {
     );
     assert_eq!(
         strings(&lease_role["rules"][0]["verbs"]),
-        ["get", "list", "create", "update", "delete"],
-        "members list the ring and delete their own Lease on leaving"
+        ["get", "list", "watch", "create", "update", "delete"],
+        "members list and watch the ring and delete their own Lease on leaving"
     );
     // Without sharding, the replicas elect a leader.
     let elected =

@@ -36,6 +36,7 @@ mod monitoring;
 mod order;
 mod render;
 mod rollout;
+mod rollout_sharded;
 mod runtime;
 mod selection;
 mod signed;

@@ -19,10 +19,10 @@ use common::plugins::{digest_of, exclusive, reconcile_plugins};
 use common::{CONVERGE, World, get, plugin};
 
 const CANARY: [&str; 2] = ["test.reconhost.dev/v1", "Canary"];
-const CANARY_RP: &str = "canary.test.reconhost.dev";
+pub(crate) const CANARY_RP: &str = "canary.test.reconhost.dev";
 
 /// The rollout suite's steps: Canaries, their progressive plugin, a v1 host, the rollout phase.
-trait RolloutWorld {
+pub(crate) trait RolloutWorld {
     fn canaries(&self) -> Api<DynamicObject>;
 
     /// Canaries `c0000..`, `spec.value` their number, created 16 at a time.
@@ -112,7 +112,7 @@ impl RolloutWorld for World {
 }
 
 /// The first 12 hex digits of a component's digest, as the host logs and names it.
-fn short(component: &str) -> String {
+pub(crate) fn short(component: &str) -> String {
     digest_of(&plugin(component))["sha256:".len()..]
         .chars()
         .take(12)
@@ -141,7 +141,7 @@ fn calls(host: &Host) -> Vec<(String, String, String)> {
 }
 
 /// Per parent, the digests of the calls that served it, in order.
-fn served(host: &Host) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn served(host: &Host) -> BTreeMap<String, Vec<String>> {
     let mut by_parent: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (_, parent, digest) in calls(host) {
         by_parent.entry(parent).or_default().push(digest);

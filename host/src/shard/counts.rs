@@ -1,0 +1,239 @@
+//! A progressive rollout's counters across the ring. Each member counts only the calls it
+//! makes, for its share of the parents; the member that judges the rollout (the lifecycle's
+//! owner) must see them all, or a candidate failing on another member's parents would pass,
+//! and one serving well would wait for calls it never sees. So every member publishes its
+//! counters in its own Lease at each renewal ([`ANNOTATION`]), and the judge sums what each
+//! member counted since the step started ([`Window`]). Pure: no cluster, no clock.
+//!
+//! Counters are a member's since it started: a member that joins mid-step counts from zero,
+//! and one that leaves keeps what it last published in the sum (its Lease is gone, its calls
+//! were made). A member's counts reach the judge a renewal late (2 s by default), which
+//! delays a verdict by as much and changes none.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use crate::controller::health::Snapshot;
+
+/// The Lease annotation holding a member's counters, as JSON: `{"<plugin>": {"candidate":
+/// "<digest>", "stable": [..], "counted": [..]}}`, each list [`Snapshot`]'s fields in order.
+pub const ANNOTATION: &str = "reconhost.dev/rollout-counts";
+
+/// One plugin's counters at one member, while it runs a candidate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counted {
+    /// The candidate's digest: the judge adds only counters of the candidate it judges.
+    pub candidate: String,
+    /// The stable revision's counters.
+    pub stable: Snapshot,
+    /// The candidate's counters.
+    pub counted: Snapshot,
+}
+
+/// A member's counters, by plugin (the owner the supervisor knows it by).
+pub type Counts = BTreeMap<String, Counted>;
+
+/// `counts` as the annotation holds them.
+pub fn encode(counts: &Counts) -> String {
+    let object: serde_json::Map<String, serde_json::Value> = counts
+        .iter()
+        .map(|(plugin, c)| {
+            (
+                plugin.clone(),
+                serde_json::json!({
+                    "candidate": c.candidate,
+                    "stable": c.stable.to_array(),
+                    "counted": c.counted.to_array(),
+                }),
+            )
+        })
+        .collect();
+    serde_json::Value::Object(object).to_string()
+}
+
+/// The counters an annotation holds; what does not parse is left out (a member of another
+/// version of the host counts as having counted nothing).
+pub fn decode(text: &str) -> Counts {
+    let snapshot = |v: &serde_json::Value| -> Option<Snapshot> {
+        let fields: Vec<u64> = v
+            .as_array()?
+            .iter()
+            .map(serde_json::Value::as_u64)
+            .collect::<Option<_>>()?;
+        Some(Snapshot::from_array(fields.try_into().ok()?))
+    };
+    let Ok(serde_json::Value::Object(object)) = serde_json::from_str(text) else {
+        return Counts::new();
+    };
+    object
+        .into_iter()
+        .filter_map(|(plugin, c)| {
+            Some((
+                plugin,
+                Counted {
+                    candidate: c["candidate"].as_str()?.to_owned(),
+                    stable: snapshot(&c["stable"])?,
+                    counted: snapshot(&c["counted"])?,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// What the other live members last published, by member.
+#[derive(Debug, Default)]
+pub struct RingCounts {
+    members: Mutex<HashMap<String, Counts>>,
+}
+
+/// Which revision's counters a tally is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The stable revision's.
+    Stable,
+    /// The candidate's.
+    Candidate,
+}
+
+impl RingCounts {
+    /// Replaces what is known with one reading of the ring: the live members other than this
+    /// one and their annotations.
+    pub fn observe(&self, others: impl IntoIterator<Item = (String, Counts)>) {
+        *self.members.lock().expect("ring counts lock poisoned") = others.into_iter().collect();
+    }
+
+    /// Each other member's counters of `plugin`'s revision in `role`, counted while it ran
+    /// the candidate `candidate`.
+    pub fn of(&self, plugin: &str, candidate: &str, role: Role) -> Vec<(String, Snapshot)> {
+        let members = self.members.lock().expect("ring counts lock poisoned");
+        members
+            .iter()
+            .filter_map(|(member, counts)| {
+                let c = counts.get(plugin).filter(|c| c.candidate == candidate)?;
+                let snapshot = match role {
+                    Role::Stable => c.stable,
+                    Role::Candidate => c.counted,
+                };
+                Some((member.clone(), snapshot))
+            })
+            .collect()
+    }
+}
+
+/// The calls of one revision across the ring since a step started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Window {
+    /// Each member's counters when the step started (a member not there then: zero).
+    baseline: BTreeMap<String, Snapshot>,
+    /// Each member's counters as last seen, departed members' included.
+    last: BTreeMap<String, Snapshot>,
+}
+
+impl Window {
+    /// A window starting at `now` (each member's counters).
+    pub fn new(now: impl IntoIterator<Item = (String, Snapshot)>) -> Self {
+        let baseline: BTreeMap<String, Snapshot> = now.into_iter().collect();
+        Self {
+            last: baseline.clone(),
+            baseline,
+        }
+    }
+
+    /// Takes a newer reading of the members' counters.
+    pub fn update(&mut self, now: impl IntoIterator<Item = (String, Snapshot)>) {
+        self.last.extend(now);
+    }
+
+    /// What every member counted since the window started.
+    pub fn total(&self) -> Snapshot {
+        self.last
+            .iter()
+            .map(|(member, last)| *last - self.baseline.get(member).copied().unwrap_or_default())
+            .fold(Snapshot::default(), |sum, s| sum + s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(calls: u64, errors: u64) -> Snapshot {
+        Snapshot {
+            calls,
+            errors,
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn counts_should_survive_the_annotation_and_skip_what_does_not_parse() {
+        let counts = Counts::from([(
+            "web".to_owned(),
+            Counted {
+                candidate: "sha256:b".into(),
+                stable: calls(7, 1),
+                counted: Snapshot {
+                    diverged: 2,
+                    ..calls(3, 0)
+                },
+            },
+        )]);
+        assert_eq!(decode(&encode(&counts)), counts);
+        let mut text = encode(&counts);
+        text.insert_str(1, r#""old": {"candidate": "x", "stable": [1, 2]},"#);
+        assert_eq!(decode(&text), counts, "a short list is left out");
+        assert!(decode("not json").is_empty());
+    }
+
+    #[test]
+    fn the_ring_should_count_only_members_running_the_same_candidate() {
+        let ring = RingCounts::default();
+        let counted = |candidate: &str, n| {
+            Counts::from([(
+                "web".to_owned(),
+                Counted {
+                    candidate: candidate.into(),
+                    stable: calls(100 + n, 0),
+                    counted: calls(n, 0),
+                },
+            )])
+        };
+        ring.observe([
+            ("b".to_owned(), counted("sha256:new", 4)),
+            ("c".to_owned(), counted("sha256:older", 9)),
+        ]);
+        assert_eq!(
+            ring.of("web", "sha256:new", Role::Candidate),
+            [("b".to_owned(), calls(4, 0))]
+        );
+        assert_eq!(
+            ring.of("web", "sha256:new", Role::Stable),
+            [("b".to_owned(), calls(104, 0))]
+        );
+        assert!(ring.of("other", "sha256:new", Role::Candidate).is_empty());
+    }
+
+    #[test]
+    fn a_window_should_sum_each_members_calls_since_it_started() {
+        let at = |pairs: &[(&str, u64, u64)]| {
+            pairs
+                .iter()
+                .map(|(m, c, e)| ((*m).to_owned(), calls(*c, *e)))
+                .collect::<Vec<_>>()
+        };
+        let mut window = Window::new(at(&[("", 10, 1), ("b", 5, 0)]));
+        assert_eq!(window.total(), Snapshot::default());
+        window.update(at(&[("", 14, 1), ("b", 9, 3), ("c", 2, 2)]));
+        assert_eq!(
+            window.total(),
+            calls(4 + 4 + 2, 3 + 2),
+            "c joined after the start: all of its calls count"
+        );
+        window.update(at(&[("", 15, 1)]));
+        assert_eq!(
+            window.total(),
+            calls(5 + 4 + 2, 5),
+            "b and c left: what they counted still does"
+        );
+    }
+}
