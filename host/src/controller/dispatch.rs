@@ -41,6 +41,12 @@ pub(super) enum Work {
 impl Work {
     pub(super) fn of(route: &Route<Arc<Revision>>, key: ObjectKey) -> Self {
         let wiring = route.stable.wiring();
+        if !route.owns(&key) {
+            // Another replica's: nothing of it is kept here (the handlers noted when its
+            // generation changed), and its text is not parsed.
+            wiring.converge().forget(&key);
+            return Work::Skip;
+        }
         let Some(cached) = wiring.parents().store().get(&key.namespace, &key.name) else {
             return Work::Gone(wiring.clone(), key);
         };

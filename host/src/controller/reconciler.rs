@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
@@ -107,6 +108,10 @@ pub struct Parts {
     /// Whether the plugin decorates its parents rather than owning them.
     pub decorator: bool,
 }
+
+/// How many of one parent's children a reconcile fetches at once when its cache held them as
+/// stubs (see [`Informer::whole`]).
+const FETCHES_AT_ONCE: usize = 8;
 
 impl Reconciler {
     /// A reconciler from its parts.
@@ -498,8 +503,12 @@ impl Reconciler {
             let cached = if cached.iter().all(|c| c.is_whole()) {
                 cached
             } else {
-                let fetched =
-                    futures::future::join_all(cached.into_iter().map(|c| informer.whole(c))).await;
+                // A few at a time: a plugin decides how many children a parent has.
+                let fetched: Vec<_> =
+                    futures::stream::iter(cached.into_iter().map(|c| informer.whole(c)))
+                        .buffered(FETCHES_AT_ONCE)
+                        .collect()
+                        .await;
                 let mut whole = Vec::with_capacity(fetched.len());
                 for child in fetched {
                     whole.extend(child?);

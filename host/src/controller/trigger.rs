@@ -102,9 +102,16 @@ impl Triggers {
     /// `key` was queued because of `trigger`, which takes effect `at` (now, or when a delay
     /// ends). Does nothing while traces are not exported.
     pub fn record(&self, key: &ObjectKey, trigger: Trigger, at: Instant) {
+        self.record_with(key, || trigger, at);
+    }
+
+    /// [`Triggers::record`], making the trigger only while traces are exported: the watch
+    /// handlers call this for every event, and a trigger names the object it saw.
+    pub fn record_with(&self, key: &ObjectKey, trigger: impl FnOnce() -> Trigger, at: Instant) {
         if !crate::telemetry::enabled() {
             return;
         }
+        let trigger = trigger();
         let mut pending = self.pending.lock().expect("trigger lock poisoned");
         match pending.get(key) {
             Some((held, _)) if !held.scheduled() || trigger.scheduled() => {}

@@ -167,12 +167,14 @@ impl Wiring {
                     return;
                 }
                 if let Some(object) = change.new.or(change.old) {
-                    let cause = if change.initial {
-                        Trigger::Initial
-                    } else {
-                        Trigger::Parent(Seen::of(&kind, object))
+                    let cause = || {
+                        if change.initial {
+                            Trigger::Initial
+                        } else {
+                            Trigger::Parent(Seen::of(&kind, object))
+                        }
                     };
-                    triggers.record(&object.meta.key, cause, Instant::now());
+                    triggers.record_with(&object.meta.key, cause, Instant::now());
                     queue.add(object.meta.key.clone(), priority(change.initial));
                 }
             })
@@ -271,8 +273,8 @@ impl Wiring {
             for object in [change.old, change.new].into_iter().flatten() {
                 if let Some(owner) = controller_of(&object.meta, &parent_kind, namespaced) {
                     book.input_changed(&owner);
-                    let seen = Seen::of(&kind, change.new.unwrap_or(object));
-                    triggers.record(&owner, Trigger::Child(seen), Instant::now());
+                    let seen = || Trigger::Child(Seen::of(&kind, change.new.unwrap_or(object)));
+                    triggers.record_with(&owner, seen, Instant::now());
                     queue.add(owner, priority(change.initial));
                 }
             }
@@ -290,8 +292,8 @@ impl Wiring {
             for parent in book.deps().readers_of(&kind, old, new) {
                 book.input_changed(&parent);
                 if let Some(object) = change.new.or(change.old) {
-                    let seen = Seen::of(&kind_name, object);
-                    triggers.record(&parent, Trigger::Dependency(seen), Instant::now());
+                    let seen = || Trigger::Dependency(Seen::of(&kind_name, object));
+                    triggers.record_with(&parent, seen, Instant::now());
                 }
                 queue.add(parent, Priority::Normal);
             }
