@@ -109,6 +109,9 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// Unused slots the resident pool keeps warm (each holds its memory resident).
+const RESIDENT_WARM_SLOTS: u32 = 8;
+
 /// How many bytes of each memory the resident pool restores by copying and keeps (see
 /// [`RuntimeConfig::resident_pool_from`]); a memory grown beyond it has the rest given back to
 /// the kernel, so a plugin that grew large does not copy all of it on every reset.
@@ -155,11 +158,11 @@ impl Runtime {
     /// links the host imports into each.
     pub fn new(config: RuntimeConfig) -> Result<Self, EngineError> {
         let reset = config.memory_reset.resolve();
-        let (engine, pooling) = match Engine::new(&engine_config(&config, Some(reset))) {
+        let (engine, pooling) = match Engine::new(&engine_config(&config, Some(reset), false)) {
             Ok(engine) => (engine, true),
             Err(e) => {
                 tracing::warn!(error = %e, "pooling allocator unavailable; allocating instances on demand");
-                let engine = Engine::new(&engine_config(&config, None))
+                let engine = Engine::new(&engine_config(&config, None, false))
                     .map_err(|e| EngineError(format!("{e:#}")))?;
                 (engine, false)
             }
@@ -171,7 +174,7 @@ impl Runtime {
                 let keep = MemoryReset::Memset {
                     keep_resident: RESIDENT_POOL_KEEP,
                 };
-                match Engine::new(&engine_config(&config, Some(keep))) {
+                match Engine::new(&engine_config(&config, Some(keep), true)) {
                     Ok(engine) => Some((lane(engine)?, from)),
                     Err(e) => {
                         tracing::warn!(error = %e, "no second instance pool for plugins with a large memory");
@@ -225,12 +228,14 @@ fn lane(engine: Engine) -> Result<Lane, EngineError> {
 /// The engine of a compile worker: the host's settings without the pooling allocator (which
 /// compiled code does not depend on), so what it compiles loads in the host.
 pub(super) fn worker_engine() -> Result<Engine, EngineError> {
-    Engine::new(&engine_config(&RuntimeConfig::default(), None))
+    Engine::new(&engine_config(&RuntimeConfig::default(), None, false))
         .map_err(|e| EngineError(format!("{e:#}")))
 }
 
 /// The engine's settings; with `reset`, a pooling allocator that resets memories so.
-fn engine_config(config: &RuntimeConfig, reset: Option<MemoryReset>) -> Config {
+/// A pool's unused instance slots stay warm up to `n / 4` of them; the resident pool's at most
+/// [`RESIDENT_WARM_SLOTS`].
+fn engine_config(config: &RuntimeConfig, reset: Option<MemoryReset>, resident: bool) -> Config {
     let mut c = Config::new();
     c.wasm_component_model(true)
         .epoch_interruption(true)
@@ -254,7 +259,13 @@ fn engine_config(config: &RuntimeConfig, reset: Option<MemoryReset>) -> Config {
             .max_core_instance_size(10 << 20)
             .max_memories_per_component(4)
             .max_tables_per_component(8)
-            .max_unused_warm_slots(n / 4);
+            // A warm slot of the resident pool holds its whole memory (13 MiB for a Python
+            // plugin): a few are enough to keep the instances a plugin has ready.
+            .max_unused_warm_slots(if resident {
+                RESIDENT_WARM_SLOTS.min(n / 4)
+            } else {
+                n / 4
+            });
         let (scan, keep_resident) = match reset.resolve() {
             MemoryReset::Scan { keep_resident } => (true, keep_resident),
             MemoryReset::Memset { keep_resident } => (false, keep_resident),
@@ -385,11 +396,11 @@ mod tests {
             hasher.finish()
         };
         let config = RuntimeConfig::default();
-        let host = Engine::new(&engine_config(&config, Some(config.memory_reset))).unwrap();
+        let host = Engine::new(&engine_config(&config, Some(config.memory_reset), false)).unwrap();
         let resident = MemoryReset::Memset {
             keep_resident: RESIDENT_POOL_KEEP,
         };
-        let resident = Engine::new(&engine_config(&config, Some(resident))).unwrap();
+        let resident = Engine::new(&engine_config(&config, Some(resident), true)).unwrap();
         assert_eq!(key(&resident), key(&host));
         assert_eq!(key(&worker_engine().unwrap()), key(&host));
     }
