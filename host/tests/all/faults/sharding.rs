@@ -459,6 +459,7 @@ async fn a_member_paused_past_its_lease_writes_nothing_when_it_wakes() {
     settled(&world, &names[..2]).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     marks.now();
+    let woke = Timestamp::now();
     signal(pid, "CONT");
     settled(&world, &names).await;
     let back = Instant::now();
@@ -466,4 +467,38 @@ async fn a_member_paused_past_its_lease_writes_nothing_when_it_wakes() {
     split_exactly(&hosts.iter().collect::<Vec<_>>()).await;
     recovered("shard-pause", &world, &mut hosts[0], back).await;
     no_two_writers(&world, &marks, "").unwrap_or_else(|e| panic!("{e}"));
+    // Between waking and publishing the view it rejoins under, it owns nothing: any write of
+    // its then is one of its reconciles from before the pause, which the fence must refuse.
+    let rejoined = hosts[2]
+        .logs()
+        .iter()
+        .filter(|l| l["message"] == "serving under a new view")
+        .filter_map(|l| l["timestamp"].as_str()?.parse::<Timestamp>().ok())
+        .filter(|at| *at > woke)
+        .min()
+        .expect("the woken member rejoined");
+    let stale: Vec<String> = world
+        .cluster
+        .audit_log()
+        .events_in(&world.namespace)
+        .expect("the audit log")
+        .into_iter()
+        .filter(|e| e.replica() == Some("replica-c"))
+        .filter(|e| ["create", "update", "patch", "delete"].contains(&e.verb.as_str()))
+        .filter(|e| {
+            e.object_ref
+                .as_ref()
+                .is_some_and(|o| o.resource != "leases")
+        })
+        .filter(|e| {
+            e.stage_timestamp
+                .parse::<Timestamp>()
+                .is_ok_and(|at| woke < at && at < rejoined)
+        })
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "the woken member wrote before it rejoined: {stale:?}"
+    );
 }
