@@ -252,7 +252,7 @@ impl Informer {
             Some((sieve, _)) => {
                 let meta = Meta::of(&object);
                 if sieve.keeps(&meta) {
-                    Cached::new(object)
+                    Cached::with_meta(meta, object)
                 } else {
                     Cached::stub(meta)
                 }

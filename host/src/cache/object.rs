@@ -108,7 +108,13 @@ pub struct Cached {
 
 impl Cached {
     /// Caches a JSON object. Its `managedFields`, if any, are kept apart from the text.
-    pub fn new(mut object: Value) -> Self {
+    pub fn new(object: Value) -> Self {
+        Self::with_meta(Meta::of(&object), object)
+    }
+
+    /// [`Cached::new`] for an object whose [`Meta`] was already read (its `managedFields` do
+    /// not enter it).
+    pub fn with_meta(meta: Meta, mut object: Value) -> Self {
         let managed_fields = object
             .get_mut("metadata")
             .and_then(Value::as_object_mut)
@@ -116,7 +122,7 @@ impl Cached {
             .filter(|f| f.as_array().is_some_and(|a| !a.is_empty()))
             .map(|f| f.to_string().into_boxed_str());
         Self {
-            meta: Meta::of(&object),
+            meta,
             json: object.to_string().into_boxed_str(),
             managed_fields,
         }

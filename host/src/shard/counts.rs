@@ -33,8 +33,15 @@ pub struct Counted {
 /// A member's counters, by plugin (the owner the supervisor knows it by).
 pub type Counts = BTreeMap<String, Counted>;
 
-/// `counts` as the annotation holds them.
+/// How much of a Lease the counters may take: a Lease's annotations are limited to 256 KiB in
+/// all, and a renewal that fails for its size would cost the member its parents.
+pub const MAX_ENCODED: usize = 32 << 10;
+
+/// `counts` as the annotation holds them, the plugins in name order as far as they fit in
+/// [`MAX_ENCODED`] (past some five hundred rollouts at once, the rest go uncounted here: their
+/// judges see fewer calls and wait longer, never more).
 pub fn encode(counts: &Counts) -> String {
+    let mut size = 2;
     let object: serde_json::Map<String, serde_json::Value> = counts
         .iter()
         .map(|(plugin, c)| {
@@ -46,6 +53,10 @@ pub fn encode(counts: &Counts) -> String {
                     "counted": c.counted.to_array(),
                 }),
             )
+        })
+        .take_while(|(plugin, entry)| {
+            size += plugin.len() + entry.to_string().len() + 4;
+            size <= MAX_ENCODED
         })
         .collect();
     serde_json::Value::Object(object).to_string()
@@ -183,6 +194,23 @@ mod tests {
         text.insert_str(1, r#""old": {"candidate": "x", "stable": [1, 2]},"#);
         assert_eq!(decode(&text), counts, "a short list is left out");
         assert!(decode("not json").is_empty());
+
+        let many: Counts = (0..2_000)
+            .map(|i| {
+                (
+                    format!("plugin-{i:04}-{}", "x".repeat(200)),
+                    counts["web"].clone(),
+                )
+            })
+            .collect();
+        let text = encode(&many);
+        assert!(text.len() <= MAX_ENCODED, "{}", text.len());
+        let kept = decode(&text);
+        assert!(kept.len() > 50 && kept.len() < many.len());
+        assert!(
+            kept.keys().all(|k| many.contains_key(k)),
+            "whole entries only"
+        );
     }
 
     #[test]

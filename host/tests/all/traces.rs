@@ -10,9 +10,33 @@ use crate::common;
 use common::load::generators;
 use common::{CONVERGE, World, condition, get, reconciles};
 use kube::api::{Api, DynamicObject};
+use reconhost_tests::host::Host;
 use reconhost_tests::otlp::SpanRecord;
 use reconhost_tests::support::eventually;
 use serde_json::json;
+
+/// A host exporting traces to the control plane's receiver, serving `plugin`, with `args`
+/// more. Batches leave every 100 ms instead of every 5 s, so the tests do not wait on them.
+async fn traced_host(world: &World, plugin: &str, args: &[&str]) -> Host {
+    let endpoint = world.cluster.otlp_endpoint().expect("the trace receiver");
+    let mut all = vec!["--otlp-endpoint", endpoint.as_str()];
+    all.extend(args);
+    world
+        .host_with(&[plugin], &[("OTEL_BSP_SCHEDULE_DELAY", "100")], &all)
+        .await
+}
+
+/// A ConfigMapGenerator `name` whose content is `{"round": "0"}`, once it has converged.
+async fn generator(world: &World, api: &Api<DynamicObject>, name: &str) {
+    world
+        .create(
+            api,
+            json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "ConfigMapGenerator",
+                   "metadata": {"name": name}, "spec": {"content": {"round": "0"}}}),
+        )
+        .await;
+    converged(api, name).await;
+}
 
 /// Waits until `name` is Synced at its current generation.
 async fn converged(api: &Api<DynamicObject>, name: &str) {
@@ -33,25 +57,10 @@ async fn converged(api: &Api<DynamicObject>, name: &str) {
 #[tokio::test]
 async fn every_reconcile_that_wrote_should_be_one_trace_with_the_api_servers_spans_in_it() {
     let world = World::new("traces").await;
-    let endpoint = world.cluster.otlp_endpoint().expect("the trace receiver");
-    // Batches leave every 100 ms instead of every 5 s, so the test does not wait on them.
-    let host = world
-        .host_with(
-            &["configmap-generator"],
-            &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
-            &["--otlp-endpoint", &endpoint],
-        )
-        .await;
+    let host = traced_host(&world, "configmap-generator", &[]).await;
     let generators = generators(&world);
     let name = "traced";
-    world
-        .create(
-            &generators,
-            json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "ConfigMapGenerator",
-                   "metadata": {"name": name}, "spec": {"content": {"round": "0"}}}),
-        )
-        .await;
-    converged(&generators, name).await;
+    generator(&world, &generators, name).await;
     // A change to nothing the plugin reads: reconciled, nothing to write.
     world
         .merge(
@@ -258,14 +267,7 @@ async fn every_reconcile_that_wrote_should_be_one_trace_with_the_api_servers_spa
 #[tokio::test]
 async fn a_childs_span_should_name_the_fields_it_changed_or_say_it_changed_nothing() {
     let world = World::new("traces-changed").await;
-    let endpoint = world.cluster.otlp_endpoint().expect("the trace receiver");
-    let _host = world
-        .host_with(
-            &["webapp"],
-            &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
-            &["--otlp-endpoint", &endpoint],
-        )
-        .await;
+    let _host = traced_host(&world, "webapp", &[]).await;
     let webapps = world.webapps();
     let name = "scaled";
     world.create_webapp(name, "nginx:1.27", 1).await;
@@ -319,24 +321,15 @@ async fn a_childs_span_should_name_the_fields_it_changed_or_say_it_changed_nothi
 #[tokio::test]
 async fn a_sampling_ratio_of_zero_should_export_no_reconcile_and_name_no_trace() {
     let world = World::new("traces-unsampled").await;
-    let endpoint = world.cluster.otlp_endpoint().expect("the trace receiver");
-    let host = world
-        .host_with(
-            &["configmap-generator"],
-            &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
-            &["--otlp-endpoint", &endpoint, "--trace-sampling-ratio", "0"],
-        )
-        .await;
+    let host = traced_host(
+        &world,
+        "configmap-generator",
+        &["--trace-sampling-ratio", "0"],
+    )
+    .await;
     let generators = generators(&world);
     let name = "unsampled";
-    world
-        .create(
-            &generators,
-            json!({"apiVersion": "examples.reconhost.dev/v1alpha1", "kind": "ConfigMapGenerator",
-                   "metadata": {"name": name}, "spec": {"content": {"round": "0"}}}),
-        )
-        .await;
-    converged(&generators, name).await;
+    generator(&world, &generators, name).await;
     world
         .merge(
             &generators,

@@ -117,17 +117,9 @@ impl World {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Host {
-        let mut options = self.host_options(
-            self.cluster.kubeconfig(),
-            &self.namespace,
-            plugins,
-            env,
-            args,
-        );
+        let mut options = self.here(plugins, env, args);
         options.binary = binary.to_owned();
-        Host::start(&options)
-            .await
-            .unwrap_or_else(|e| panic!("starting the host {}: {e}", binary.display()))
+        started(&options).await
     }
 
     /// A host that watches every namespace, as one installed in a cluster does. Only for suites
@@ -174,9 +166,7 @@ impl World {
         args: &[&str],
     ) -> Host {
         let options = self.host_options(kubeconfig, namespace, plugins, env, args);
-        Host::start(&options)
-            .await
-            .unwrap_or_else(|e| panic!("starting the host: {e}"))
+        started(&options).await
     }
 
     /// A host for ReconcilePlugins in all namespaces, held with what it starts to `memory`
@@ -184,9 +174,7 @@ impl World {
     pub async fn host_limited(&self, memory: u64, args: &[&str]) -> Host {
         let mut options = self.host_options(self.cluster.kubeconfig(), "", &[], &[], args);
         options.memory_limit = Some(memory);
-        Host::start(&options)
-            .await
-            .unwrap_or_else(|e| panic!("starting the host: {e}"))
+        started(&options).await
     }
 
     /// Like [`World::host_from`] in this world's namespace, the host held to `millicores`
@@ -198,17 +186,20 @@ impl World {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Host {
-        let mut options = self.host_options(
+        let mut options = self.here(plugins, env, args);
+        options.cpu_millicores = Some(millicores);
+        started(&options).await
+    }
+
+    /// The options of a host in this world's namespace, as the cluster's admin.
+    fn here(&self, plugins: &[&str], env: &[(&str, &str)], args: &[&str]) -> HostOptions {
+        self.host_options(
             self.cluster.kubeconfig(),
             &self.namespace,
             plugins,
             env,
             args,
-        );
-        options.cpu_millicores = Some(millicores);
-        Host::start(&options)
-            .await
-            .unwrap_or_else(|e| panic!("starting the host: {e}"))
+        )
     }
 
     fn host_options(
@@ -475,4 +466,11 @@ pub async fn account_may(
         .expect("a SubjectAccessReview")
         .status
         .is_some_and(|s| s.allowed)
+}
+
+/// Starts a host, or fails the test naming its binary.
+async fn started(options: &HostOptions) -> Host {
+    Host::start(options)
+        .await
+        .unwrap_or_else(|e| panic!("starting the host {}: {e}", options.binary.display()))
 }
