@@ -232,10 +232,16 @@ impl Lifecycle {
     ) {
         let stable = self.supervisor.controller(name).and_then(|c| c.current());
         let windows = match (&stable, &candidate) {
-            (Some(stable), Some(candidate)) => (
+            // At the first step every member's candidate counted from zero, and counted only
+            // this step: a baseline of what they had counted when this replica started would
+            // drop the calls of a member that started first (with sharding, a member that
+            // compiled the candidate sooner can shadow its whole share before the judge
+            // starts, and the step would then wait for ever on calls already made).
+            (Some(stable), Some(candidate)) if status.step == 0 => (
                 Window::new(self.tally(name, stable, candidate, Role::Stable)),
-                Window::new(self.tally(name, candidate, candidate, Role::Candidate)),
+                Window::default(),
             ),
+            (Some(stable), Some(candidate)) => self.windows(name, stable, candidate),
             _ => Default::default(),
         };
         // A rollout started (or taken up) at a step moves every parent of the step at once.
@@ -341,6 +347,10 @@ impl Lifecycle {
             }
             Verdict::Pass => {
                 let next = plan.steps[step + 1];
+                // The windows start before the stage moves: a call this replica makes in
+                // between then counts in the new step (one too many) rather than being lost
+                // to it (a step that waits for its parents' calls would wait for ever).
+                let windows = self.windows(name, &stable, &candidate);
                 controller.stage(candidate.clone(), next.stage).await;
                 let message = format!(
                     "step {} of {}: {} (passed {})",
@@ -350,16 +360,7 @@ impl Lifecycle {
                     plan.steps[step].describe()
                 );
                 info!(plugin = name, step = step + 1, stage = %next.describe(), "rollout step");
-                let windows = (
-                    Window::new(self.tally(name, &stable, &candidate, Role::Stable)),
-                    Window::new(self.tally(name, &candidate, &candidate, Role::Candidate)),
-                );
-                // The parents a share step must see are those it took; a shadow sees all.
-                let at_stage = controller.parents_at_stage();
-                let (parents, serves) = match next.stage {
-                    Stage::Shadow => (at_stage, 0),
-                    Stage::Share(_) => (at_stage.saturating_sub(before), at_stage),
-                };
+                let (parents, serves) = to_see(next.stage, controller.parents_at_stage(), before);
                 if let Some(p) = self
                     .rollouts
                     .lock()
@@ -399,6 +400,14 @@ impl Lifecycle {
                 self.counted(name, if person { "aborted" } else { "rolled_back" });
             }
         }
+    }
+
+    /// Windows of the stable revision's and the candidate's calls that start now.
+    fn windows(&self, name: &str, stable: &Revision, candidate: &Revision) -> (Window, Window) {
+        (
+            Window::new(self.tally(name, stable, candidate, Role::Stable)),
+            Window::new(self.tally(name, candidate, candidate, Role::Candidate)),
+        )
     }
 
     /// The counters of `revision` (in `role`, while `candidate` is the candidate) at each
@@ -469,13 +478,21 @@ impl Lifecycle {
                 if at == step || at >= plan.steps.len() {
                     return;
                 }
-                controller
-                    .stage(candidate.clone(), plan.steps[at].stage)
-                    .await;
+                let Some(stable) = controller.current() else {
+                    return;
+                };
+                // What the leader started with the step, so that this replica judges the
+                // step from its start if the lifecycle comes to it.
+                let windows = self.windows(name, &stable, candidate);
+                let stage = plan.steps[at].stage;
+                controller.stage(candidate.clone(), stage).await;
+                let at_stage = controller.parents_at_stage();
                 let mut rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
                 if let Some(p) = rollouts.get_mut(name) {
+                    (p.parents, p.serves) = to_see(stage, at_stage, p.serves);
                     p.status = written;
                     p.step_started = Instant::now();
+                    p.windows = windows;
                 }
             }
         }
@@ -555,4 +572,14 @@ fn promote_asked(object: &Value, digest: &str) -> bool {
 pub(super) fn now() -> Time {
     let now = jiff::Timestamp::now();
     Time(now.round(jiff::Unit::Second).unwrap_or(now))
+}
+
+/// How many parents a step staged at `stage` must see called, and how many the candidate then
+/// serves, with `at_stage` parents at the stage and `before` served by the step before: a
+/// share step must see those it took, a shadow every parent.
+fn to_see(stage: Stage, at_stage: u64, before: u64) -> (u64, u64) {
+    match stage {
+        Stage::Shadow => (at_stage, 0),
+        Stage::Share(_) => (at_stage.saturating_sub(before), at_stage),
+    }
 }
