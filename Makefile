@@ -116,6 +116,12 @@ bench-tracing: tools plugins
 	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
 	$(STATIC_CARGO_ENV) $(STATIC_DIR)/reconhost-cluster exec --name benchtracing -- $(CARGO) bench --locked --target $(STATIC_TARGET) -p reconhost --bench tracing
 
+## bench-pace: 2,000 webapp parents converged by the host beside a load generator making exactly its writes, in the same run (the image's static build): parents/s for both, the ratio against the target (>= 80 %)
+.PHONY: bench-pace
+bench-pace: tools plugins
+	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
+	$(STATIC_DIR)/reconhost-cluster exec --name bench -- $(STATIC_CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench pace
+
 ## bench-languages: webapp in Rust, Python and TypeScript side by side: size, compile, cached load, one reconcile
 bench-languages: plugins
 	$(CARGO) bench -p reconhost --bench languages
