@@ -25,7 +25,7 @@ STATIC := $(STATIC_DIR)/reconhost
 export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
-.PHONY: run test test-faults build kubectl-plugin test-build plugins bench bench-converge bench-fleet bench-scale bench-install bench-rollout bench-languages bench-shard image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test test-faults build kubectl-plugin test-build plugins bench bench-converge bench-fleet bench-scale bench-heap bench-install bench-rollout bench-languages bench-shard image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -89,10 +89,18 @@ bench-fleet: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench fleet
 
-## bench-scale: 10,000 webapp parents, one host: convergence, CPU per 1,000 reconciles, memory per cached object, resync, latency
+## bench-scale: 10,000 webapp parents, one host (the image's static build): convergence, CPU per 1,000 reconciles, memory per cached object, resync, latency
 bench-scale: tools plugins
-	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
-	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench scale
+	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
+	$(STATIC_DIR)/reconhost-cluster exec --name bench -- $(STATIC_CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench scale
+
+## bench-heap: bench-scale, then the restart once more with a heap-profiled host (dhat): where each cached object's bytes are
+bench-heap: tools plugins
+	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost --bin reconhost --features heap-profile \
+	  --config 'profile.release.package.reconhost.debug="line-tables-only"'
+	cp $(STATIC_DIR)/reconhost $(STATIC_DIR)/reconhost-heap
+	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
+	SCALE_HEAP_HOST=$(STATIC_DIR)/reconhost-heap $(STATIC_DIR)/reconhost-cluster exec --name bench -- $(STATIC_CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench scale
 
 ## bench-install: time from a ReconcilePlugin to the first reconcile (cold, cached) and an upgrade under load
 bench-install: tools plugins

@@ -7,7 +7,9 @@
 //!
 //! Environment: `SCALE_PARENTS` (default 10000), `SCALE_SYNC_SECS` (the restarted host's
 //! `--sync-period`, default 120: long enough for its first pass to end first),
-//! `SCALE_LATENCY_SAMPLES` (default 200).
+//! `SCALE_LATENCY_SAMPLES` (default 200), `SCALE_HEAP_HOST` (a build of the host with
+//! `--features heap-profile`: the restart is made once more with it, and where the live bytes
+//! were allocated is printed; `make bench-heap` sets it).
 
 #[path = "measure/mod.rs"]
 #[allow(dead_code, reason = "the fleet benchmark uses the rest")]
@@ -19,10 +21,11 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt as _, TryStreamExt as _};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
-use measure::ProcessSample;
+use measure::{ProcessSample, heap};
 use reconhost_tests::host::{Host, sample};
 use reconhost_tests::world::World;
 use serde_json::{Value, json};
+use std::path::Path;
 
 async fn reconciles(host: &Host) -> f64 {
     sample(
@@ -68,6 +71,77 @@ async fn cached_objects(world: &World) -> (usize, usize, usize) {
         lean += value.to_string().len();
     }
     (objects.len(), full, lean)
+}
+
+/// Starts the heap-profiled host `binary` on the converged namespace, lets it reconcile every
+/// parent once, then has it write its profile (SIGUSR1) and reads it.
+async fn heap_profile(world: &World, binary: &Path, port: u16, n: f64) -> heap::Profile {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("dhat-heap.json");
+    let path = file.to_str().expect("a UTF-8 path");
+    let host = world
+        .host_of(
+            binary,
+            &["webapp"],
+            &[("RECONHOST_HEAP_PROFILE", path)],
+            &[],
+        )
+        .await;
+    let pid = host.pid().expect("running");
+    reconciled(&host, pid, port, n).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // SAFETY: a plain system call on our own running child.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGUSR1) };
+    let start = Instant::now();
+    let profile = loop {
+        if let Some(profile) = heap::Profile::read(&file) {
+            break profile;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "no heap profile at {path} 10 min after SIGUSR1: was {binary:?} built with \
+             --features heap-profile?"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    host.stop(Duration::from_secs(10));
+    profile
+}
+
+/// The heap profile's table: the largest sites, then the rest, each per cached object too.
+fn print_heap(profile: &heap::Profile, objects: usize, rss_per_object: f64) {
+    let per = |bytes: u64| bytes as f64 / objects.max(1) as f64;
+    println!(
+        "\nheap of a restarted host at steady state (dhat): {} bytes live in {} blocks, {:.0} \
+         bytes per cached object (RSS grew {rss_per_object:.0} per object); by the host's \
+         innermost frame on the allocating stack:\n",
+        profile.total.bytes,
+        profile.total.blocks,
+        per(profile.total.bytes)
+    );
+    println!("| allocated in | live bytes | blocks | bytes per cached object |");
+    println!("|---|---|---|---|");
+    const SHOWN: usize = 30;
+    for (site, live) in profile.by_site.iter().take(SHOWN) {
+        println!(
+            "| `{site}` | {} | {} | {:.1} |",
+            live.bytes,
+            live.blocks,
+            per(live.bytes)
+        );
+    }
+    let rest = profile
+        .by_site
+        .iter()
+        .skip(SHOWN)
+        .fold((0, 0), |(b, k), (_, l)| (b + l.bytes, k + l.blocks));
+    println!(
+        "| {} other sites | {} | {} | {:.1} |",
+        profile.by_site.len().saturating_sub(SHOWN),
+        rest.0,
+        rest.1,
+        per(rest.0)
+    );
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -212,6 +286,12 @@ async fn main() {
     latencies.sort();
     host.stop(Duration::from_secs(10));
 
+    // 5. Where the bytes are (`make bench-heap`): the restart again, with a heap-profiled build.
+    let heap = match std::env::var_os("SCALE_HEAP_HOST") {
+        Some(binary) => Some(heap_profile(&world, Path::new(&binary), port, n).await),
+        None => None,
+    };
+
     let cpu_per_1000 =
         |cpu: Duration, reconciles: f64| cpu.as_secs_f64() / reconciles.max(1.0) * 1000.0;
     let per_object = (steady.rss - empty.rss) * 1024.0 * 1024.0 / objects as f64;
@@ -275,6 +355,9 @@ async fn main() {
         ms(percentile(&latencies, 0.5)),
         ms(percentile(&latencies, 0.99))
     );
+    if let Some(profile) = heap {
+        print_heap(&profile, objects, per_object);
+    }
     if !first_pass_writes.is_empty() || !resync_writes.is_empty() {
         println!("\nwrites at steady state (expected none):");
         for w in first_pass_writes.iter().chain(&resync_writes).take(20) {

@@ -2,6 +2,12 @@
 
 use reconhost::cli::Command;
 
+/// `make bench-heap`'s build: every allocation recorded with its call stack (see
+/// `reconhost::telemetry::heap`).
+#[cfg(feature = "heap-profile")]
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = reconhost::inspect::parse_cli();
@@ -13,6 +19,8 @@ async fn main() -> anyhow::Result<()> {
     reconhost::install_crypto_provider();
     match cli.command {
         Command::Run(args) => {
+            #[cfg(feature = "heap-profile")]
+            reconhost::telemetry::heap::start();
             let ran = reconhost::run::run(*args, reconhost::run::shutdown_signal()).await;
             telemetry.shutdown();
             ran

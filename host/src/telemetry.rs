@@ -11,6 +11,8 @@
 //! reconcile's trace; the requests of a reconcile that was not sampled carry none.
 
 mod drop;
+#[cfg(feature = "heap-profile")]
+pub mod heap;
 pub mod propagate;
 mod sample;
 

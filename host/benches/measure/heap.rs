@@ -1,0 +1,107 @@
+//! Reads a dhat heap profile (`reconhost::telemetry::heap`) and sums the bytes still live when
+//! it was written by where in the host they were allocated: the innermost frame of the host's
+//! own code on each allocation's stack (a dependency's or the standard library's frames above it
+//! count for the host's call that led there). Stacks with no host frame go under the innermost
+//! frame's crate.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Live bytes and blocks of one place.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Live {
+    /// Bytes allocated there and not yet freed.
+    pub bytes: u64,
+    /// Allocations (blocks) that make them up.
+    pub blocks: u64,
+}
+
+/// A profile summed by place, largest first.
+pub struct Profile {
+    /// Every live byte of the process's heap.
+    pub total: Live,
+    /// By the host function that allocated (see the module doc), largest first.
+    pub by_site: Vec<(String, Live)>,
+}
+
+impl Profile {
+    /// Reads the profile dhat wrote at `path`; `None` while it is not there or not whole.
+    pub fn read(path: &Path) -> Option<Self> {
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+        let frames: Vec<&str> = json["ftbl"]
+            .as_array()
+            .expect("a dhat profile has a frame table")
+            .iter()
+            .map(|f| f.as_str().unwrap_or(""))
+            .collect();
+        let mut total = Live::default();
+        let mut sites: HashMap<String, Live> = HashMap::new();
+        for pp in json["pps"]
+            .as_array()
+            .expect("a dhat profile has program points")
+        {
+            let bytes = pp["eb"].as_u64().unwrap_or(0);
+            if bytes == 0 {
+                continue;
+            }
+            let blocks = pp["ebk"].as_u64().unwrap_or(0);
+            let stack: Vec<&str> = pp["fs"]
+                .as_array()
+                .map(|fs| {
+                    fs.iter()
+                        .filter_map(|i| frames.get(i.as_u64()? as usize).copied())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let site = site_of(&stack);
+            let live = sites.entry(site).or_default();
+            live.bytes += bytes;
+            live.blocks += blocks;
+            total.bytes += bytes;
+            total.blocks += blocks;
+        }
+        let mut by_site: Vec<_> = sites.into_iter().collect();
+        by_site.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes));
+        Some(Self { total, by_site })
+    }
+}
+
+/// The function of a frame as dhat prints it (`0x1234: path::to::function (file:line:col)`),
+/// without its address, location or hash suffix.
+fn function(frame: &str) -> &str {
+    let name = frame.split_once(": ").map_or(frame, |(_, rest)| rest);
+    let name = name.split(" (").next().unwrap_or(name);
+    name.rsplit_once("::h")
+        .filter(|(_, hash)| hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()))
+        .map_or(name, |(f, _)| f)
+}
+
+/// Where a stack (innermost frame first) allocated, as the module doc says.
+fn site_of(stack: &[&str]) -> String {
+    let ours = |f: &&str| {
+        let f = function(f);
+        (f.starts_with("reconhost::") || f.starts_with("<reconhost::"))
+            && !f.contains("telemetry::heap")
+    };
+    if let Some(frame) = stack.iter().find(ours) {
+        return function(frame).to_owned();
+    }
+    let outer = stack
+        .iter()
+        .map(|f| function(f))
+        .find(|f| {
+            ![
+                "alloc::", "<alloc::", "core::", "<core::", "std::", "<std::", "dhat::", "[root]",
+            ]
+            .iter()
+            .any(|p| f.starts_with(p))
+        })
+        .unwrap_or("(unknown)");
+    let krate = outer
+        .trim_start_matches('<')
+        .split("::")
+        .next()
+        .unwrap_or(outer);
+    format!("(no host frame: {krate})")
+}
