@@ -92,7 +92,7 @@ bench-fleet: tools plugins
 ## bench-scale: 10,000 webapp parents, one host (the image's static build): convergence, CPU per 1,000 reconciles, memory per cached object, resync, latency
 bench-scale: tools plugins
 	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
-	$(STATIC_DIR)/reconhost-cluster exec --name bench -- $(STATIC_CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench scale
+	$(STATIC_CARGO_ENV) $(STATIC_DIR)/reconhost-cluster exec --name bench -- $(CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench scale
 
 ## bench-heap: bench-scale, then the restart once more with a heap-profiled host (dhat): where each cached object's bytes are
 bench-heap: tools plugins
@@ -100,7 +100,7 @@ bench-heap: tools plugins
 	  --config 'profile.release.package.reconhost.debug="line-tables-only"'
 	cp $(STATIC_DIR)/reconhost $(STATIC_DIR)/reconhost-heap
 	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
-	SCALE_HEAP_HOST=$(STATIC_DIR)/reconhost-heap $(STATIC_DIR)/reconhost-cluster exec --name bench -- $(STATIC_CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench scale
+	SCALE_HEAP_HOST=$(STATIC_DIR)/reconhost-heap $(STATIC_CARGO_ENV) $(STATIC_DIR)/reconhost-cluster exec --name bench -- $(CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench scale
 
 ## bench-install: time from a ReconcilePlugin to the first reconcile (cold, cached) and an upgrade under load
 bench-install: tools plugins
@@ -128,7 +128,7 @@ bench-tracing: tools plugins
 .PHONY: bench-pace
 bench-pace: tools plugins
 	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
-	$(STATIC_DIR)/reconhost-cluster exec --name bench -- $(STATIC_CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench pace
+	$(STATIC_CARGO_ENV) $(STATIC_DIR)/reconhost-cluster exec --name bench -- $(CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench pace
 
 ## bench-languages: webapp in Rust, Python and TypeScript side by side: size, compile, cached load, one reconcile
 bench-languages: plugins
