@@ -11,6 +11,8 @@
 //! `--features heap-profile`: the restart is made once more with it, and where the live bytes
 //! were allocated is printed; `make bench-heap` sets it).
 
+#[path = "measure/heap.rs"]
+mod heap;
 #[path = "measure/mod.rs"]
 #[allow(dead_code, reason = "the fleet benchmark uses the rest")]
 mod measure;
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt as _, TryStreamExt as _};
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
-use measure::{ProcessSample, heap};
+use measure::ProcessSample;
 use reconhost_tests::host::{Host, sample};
 use reconhost_tests::world::World;
 use serde_json::{Value, json};

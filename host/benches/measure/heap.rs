@@ -62,7 +62,7 @@ impl Profile {
             total.blocks += blocks;
         }
         let mut by_site: Vec<_> = sites.into_iter().collect();
-        by_site.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes));
+        by_site.sort_by_key(|(_, live)| std::cmp::Reverse(live.bytes));
         Some(Self { total, by_site })
     }
 }
@@ -79,12 +79,12 @@ fn function(frame: &str) -> &str {
 
 /// Where a stack (innermost frame first) allocated, as the module doc says.
 fn site_of(stack: &[&str]) -> String {
-    let ours = |f: &&str| {
+    let ours = |f: &str| {
         let f = function(f);
         (f.starts_with("reconhost::") || f.starts_with("<reconhost::"))
             && !f.contains("telemetry::heap")
     };
-    if let Some(frame) = stack.iter().find(ours) {
+    if let Some(frame) = stack.iter().find(|f| ours(f)) {
         return function(frame).to_owned();
     }
     let outer = stack

@@ -2,8 +2,6 @@
 //! resident memory, CPU time, the TCP connections each holds to the API server — and how they
 //! print a side-by-side comparison.
 
-pub mod heap;
-
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
