@@ -128,9 +128,10 @@ impl Informer {
             return Ok(None);
         };
         debug!(kind = %self.kind.resource.kind, object = %key, "fetched a child the cache held as a stub");
-        Ok(Some(
-            self.store.hydrate(Cached::new(self.normalize(fetched))),
-        ))
+        Ok(Some(self.store.hydrate({
+            let object = self.normalize(fetched);
+            self.store.cached(Meta::of(&object), object)
+        })))
     }
 
     /// Turns the whole objects the sieve no longer keeps into stubs (the replica lost their
@@ -252,12 +253,12 @@ impl Informer {
             Some((sieve, _)) => {
                 let meta = Meta::of(&object);
                 if sieve.keeps(&meta) {
-                    Cached::with_meta(meta, object)
+                    self.store.cached(meta, object)
                 } else {
                     Cached::stub(meta)
                 }
             }
-            None => Cached::new(object),
+            None => self.store.cached(Meta::of(&object), object),
         };
         let Some((old, new)) = self.store.upsert(cached) else {
             return;

@@ -216,7 +216,7 @@ impl ObjectReader for CallReader {
         Ok(informer
             .store()
             .get(namespace, name)
-            .map(|o| o.json().to_owned()))
+            .map(|o| o.json()))
     }
 
     fn list(
@@ -233,7 +233,7 @@ impl ObjectReader for CallReader {
             .store()
             .list(namespace, selector)
             .iter()
-            .map(|o| o.json().to_owned())
+            .map(|o| o.json())
             .collect())
     }
 }

@@ -1,14 +1,20 @@
-//! The cache of one kind: objects by key, with an index by namespace (for `list`) and one by
-//! controller-owner UID (for gathering a parent's children without a scan). Pure data; only the
-//! informer writes it (the write methods are private to the cache module).
+//! The cache of one kind: objects ordered by key (a namespace's objects are one range, for
+//! `list`), with an index by controller-owner UID (for gathering a parent's children without a
+//! scan). Pure data; only the informer writes it (the write methods are private to the cache
+//! module).
 //!
-//! Objects are kept as [`Cached`]: JSON text plus the parsed fields the indexes need.
+//! Objects are kept as [`Cached`]: JSON text plus the parsed fields the indexes need. Each is
+//! held once, in an `Arc` the indexes share, with its key inside it: the indexes add a pointer
+//! per object, not copies of its namespace and name (at 10,000 parents, copies of keys in
+//! hash maps and B-tree sets whose nodes hold eleven keys each were about 700 bytes per object).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-pub use super::object::{Cached, Meta};
+pub use super::object::{Cached, Dictionary, Meta};
 pub use crate::keys::{GroupKind, ObjectKey};
 use crate::selector::Selector;
 
@@ -16,13 +22,47 @@ use crate::selector::Selector;
 #[derive(Default)]
 pub struct Store {
     inner: RwLock<Indexed>,
+    /// What this kind's objects are compressed against.
+    dictionary: Dictionary,
+}
+
+/// A cached object as the ordered set holds it: compared, and looked up, by its key.
+#[derive(Clone)]
+struct Entry(Arc<Cached>);
+
+impl Borrow<ObjectKey> for Entry {
+    fn borrow(&self) -> &ObjectKey {
+        &self.0.meta.key
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.meta.key == other.0.meta.key
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.meta.key.cmp(&other.0.meta.key)
+    }
 }
 
 #[derive(Default)]
 struct Indexed {
-    objects: HashMap<ObjectKey, Arc<Cached>>,
-    by_namespace: HashMap<String, BTreeSet<String>>,
-    by_owner: HashMap<String, BTreeSet<ObjectKey>>,
+    /// Every object, ordered by key: by namespace, then name.
+    objects: BTreeSet<Entry>,
+    /// The objects each controller owns, by the owner's UID, ordered by key. A vector: a
+    /// parent has a handful of children, and a B-tree node is sized for eleven.
+    by_owner: HashMap<String, Vec<Arc<Cached>>>,
     /// Keys deleted since the last full list, with the resourceVersion of the deletion. The
     /// host caches its own writes' answers, and one can arrive after the watch reported the
     /// object deleted (someone deleted a child while the host was still applying the rest of
@@ -41,33 +81,47 @@ const TOMBSTONE_TTL: Duration = Duration::from_secs(300);
 const TOMBSTONE_PRUNE_AT: usize = 1024;
 
 impl Indexed {
-    fn index(&mut self, meta: &Meta) {
-        let key = &meta.key;
-        self.by_namespace
-            .entry(key.namespace.clone())
-            .or_default()
-            .insert(key.name.clone());
-        if let Some(owner) = &meta.controller {
-            self.by_owner
-                .entry(owner.uid.clone())
-                .or_default()
-                .insert(key.clone());
-        }
+    fn get(&self, key: &ObjectKey) -> Option<&Arc<Cached>> {
+        self.objects.get(key).map(|e| &e.0)
     }
 
-    fn unindex(&mut self, meta: &Meta) {
-        let key = &meta.key;
-        if let Some(names) = self.by_namespace.get_mut(&key.namespace) {
-            names.remove(&key.name);
-            if names.is_empty() {
-                self.by_namespace.remove(&key.namespace);
-            }
+    /// The objects of `namespace`, in key order.
+    fn in_namespace<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = &'a Arc<Cached>> {
+        let start = ObjectKey::new(namespace, "");
+        self.objects
+            .range::<ObjectKey, _>((Bound::Included(&start), Bound::Unbounded))
+            .map(|e| &e.0)
+            .take_while(move |o| o.meta.key.namespace == namespace)
+    }
+
+    /// Caches `object` in place of what it replaces, in every index; returns what it replaced.
+    fn insert(&mut self, object: Arc<Cached>) -> Option<Arc<Cached>> {
+        let old = self.objects.replace(Entry(object.clone())).map(|e| e.0);
+        if let Some(old) = &old {
+            self.unindex(old);
         }
-        if let Some(owner) = &meta.controller
-            && let Some(keys) = self.by_owner.get_mut(&owner.uid)
+        if let Some(owner) = &object.meta.controller {
+            let owned = self.by_owner.entry(owner.uid.clone()).or_default();
+            let at = owned
+                .binary_search_by(|o| o.meta.key.cmp(&object.meta.key))
+                .unwrap_or_else(|at| at);
+            owned.insert(at, object);
+        }
+        old
+    }
+
+    fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Cached>> {
+        let old = self.objects.take(key)?.0;
+        self.unindex(&old);
+        Some(old)
+    }
+
+    fn unindex(&mut self, old: &Cached) {
+        if let Some(owner) = &old.meta.controller
+            && let Some(owned) = self.by_owner.get_mut(&owner.uid)
         {
-            keys.remove(key);
-            if keys.is_empty() {
+            owned.retain(|o| o.meta.key != old.meta.key);
+            if owned.is_empty() {
                 self.by_owner.remove(&owner.uid);
             }
         }
@@ -75,10 +129,15 @@ impl Indexed {
 }
 
 impl Store {
+    /// `object` as this store keeps it, compressed against the kind's dictionary.
+    pub(super) fn cached(&self, meta: Meta, object: serde_json::Value) -> Cached {
+        Cached::with_meta(meta, object, &self.dictionary)
+    }
+
     /// One object.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Cached>> {
         let inner = self.inner.read().expect("store lock poisoned");
-        inner.objects.get(&ObjectKey::new(namespace, name)).cloned()
+        inner.get(&ObjectKey::new(namespace, name)).cloned()
     }
 
     /// Objects in a namespace (empty: all) whose labels match, ordered by key.
@@ -86,16 +145,16 @@ impl Store {
         let inner = self.inner.read().expect("store lock poisoned");
         let matching = |o: &&Arc<Cached>| o.meta.selected_by(selector);
         if namespace.is_empty() {
-            let mut all: Vec<_> = inner.objects.values().filter(matching).cloned().collect();
-            all.sort_by(|a, b| a.meta.key.cmp(&b.meta.key));
-            return all;
+            return inner
+                .objects
+                .iter()
+                .map(|e| &e.0)
+                .filter(matching)
+                .cloned()
+                .collect();
         }
-        let Some(names) = inner.by_namespace.get(namespace) else {
-            return Vec::new();
-        };
-        names
-            .iter()
-            .filter_map(|n| inner.objects.get(&ObjectKey::new(namespace, n.as_str())))
+        inner
+            .in_namespace(namespace)
             .filter(matching)
             .cloned()
             .collect()
@@ -104,11 +163,7 @@ impl Store {
     /// Objects whose controller ownerReference has this UID, ordered by key.
     pub fn controlled_by(&self, uid: &str) -> Vec<Arc<Cached>> {
         let inner = self.inner.read().expect("store lock poisoned");
-        inner.by_owner.get(uid).map_or_else(Vec::new, |keys| {
-            keys.iter()
-                .filter_map(|k| inner.objects.get(k).cloned())
-                .collect()
-        })
+        inner.by_owner.get(uid).cloned().unwrap_or_default()
     }
 
     /// How many objects are cached.
@@ -123,7 +178,7 @@ impl Store {
     /// How many of the cached objects are stubs (a walk of them all).
     pub fn stubs(&self) -> usize {
         let inner = self.inner.read().expect("store lock poisoned");
-        inner.objects.values().filter(|o| !o.is_whole()).count()
+        inner.objects.iter().filter(|e| !e.0.is_whole()).count()
     }
 
     #[cfg(test)]
@@ -135,21 +190,18 @@ impl Store {
     /// Every cached key.
     pub fn keys(&self) -> Vec<ObjectKey> {
         let inner = self.inner.read().expect("store lock poisoned");
-        inner.objects.keys().cloned().collect()
+        inner.objects.iter().map(|e| e.0.meta.key.clone()).collect()
     }
 
-    /// The cached keys in `namespace` (empty: every key), from the namespace index.
+    /// The cached keys in `namespace` (empty: every key), in key order.
     pub fn keys_in(&self, namespace: &str) -> Vec<ObjectKey> {
         if namespace.is_empty() {
             return self.keys();
         }
         let inner = self.inner.read().expect("store lock poisoned");
         inner
-            .by_namespace
-            .get(namespace)
-            .into_iter()
-            .flatten()
-            .map(|name| ObjectKey::new(namespace, name.as_str()))
+            .in_namespace(namespace)
+            .map(|o| o.meta.key.clone())
             .collect()
     }
 
@@ -159,30 +211,26 @@ impl Store {
     /// event and the answer to a write racing it cannot leave the older one cached.
     pub(super) fn upsert(&self, object: Cached) -> Option<(Option<Arc<Cached>>, Arc<Cached>)> {
         let object = Arc::new(object);
-        let key = object.meta.key.clone();
+        let key = &object.meta.key;
         let mut inner = self.inner.write().expect("store lock poisoned");
-        let known = match inner.objects.get(&key) {
+        let known = match inner.get(key) {
             Some(cached) => Some(cached.meta.resource_version.as_str()),
-            None => inner.deleted.get(&key).map(|(v, _)| v.as_str()),
+            None => inner.deleted.get(key).map(|(v, _)| v.as_str()),
         };
         if known.is_some_and(|known| !is_newer(&object.meta.resource_version, known)) {
             // A replay of what a stub stands for, now kept whole (a relist after the replica
             // gained the owner): the text is taken, and handlers have nothing to hear.
-            if let Some(stub) = inner.objects.get_mut(&key)
-                && !stub.is_whole()
-                && object.is_whole()
-                && stub.meta.resource_version == object.meta.resource_version
-            {
-                *stub = object;
+            if inner.get(key).is_some_and(|stub| {
+                !stub.is_whole()
+                    && object.is_whole()
+                    && stub.meta.resource_version == object.meta.resource_version
+            }) {
+                inner.insert(object);
             }
             return None;
         }
-        inner.deleted.remove(&key);
-        let old = inner.objects.insert(key.clone(), object.clone());
-        if let Some(old) = &old {
-            inner.unindex(&old.meta);
-        }
-        inner.index(&object.meta);
+        inner.deleted.remove(key);
+        let old = inner.insert(object.clone());
         Some((old, object))
     }
 
@@ -193,9 +241,8 @@ impl Store {
     /// and not cached (the change that made it stale has queued its owner again).
     pub(super) fn hydrate(&self, object: Cached) -> Arc<Cached> {
         let object = Arc::new(object);
-        let key = object.meta.key.clone();
         let mut inner = self.inner.write().expect("store lock poisoned");
-        match inner.objects.get(&key) {
+        match inner.get(&object.meta.key) {
             Some(cached) if cached.is_whole() => {
                 if !is_newer(&object.meta.resource_version, &cached.meta.resource_version) {
                     return cached.clone();
@@ -208,25 +255,23 @@ impl Store {
             }
             None => return object,
         }
-        let old = inner.objects.insert(key.clone(), object.clone());
-        if let Some(old) = &old {
-            inner.unindex(&old.meta);
-        }
-        inner.index(&object.meta);
+        inner.insert(object.clone());
         object
     }
 
     /// Turns every whole object `keep` refuses into a stub; returns how many it turned.
     pub(super) fn shrink(&self, keep: impl Fn(&Meta) -> bool) -> usize {
         let mut inner = self.inner.write().expect("store lock poisoned");
-        let mut shrunk = 0;
-        for object in inner.objects.values_mut() {
-            if object.is_whole() && !keep(&object.meta) {
-                *object = Arc::new(Cached::stub(object.meta.clone()));
-                shrunk += 1;
-            }
+        let given_up: Vec<Arc<Cached>> = inner
+            .objects
+            .iter()
+            .filter(|e| e.0.is_whole() && !keep(&e.0.meta))
+            .map(|e| e.0.clone())
+            .collect();
+        for object in &given_up {
+            inner.insert(Arc::new(Cached::stub(object.meta.clone())));
         }
-        shrunk
+        given_up.len()
     }
 
     /// Removes an object; returns it if it was cached. `version`, the resourceVersion of the
@@ -242,9 +287,7 @@ impl Store {
             }
             inner.deleted.insert(key.clone(), (version.to_owned(), now));
         }
-        let old = inner.objects.remove(key)?;
-        inner.unindex(&old.meta);
-        Some(old)
+        inner.remove(key)
     }
 
     /// Drops the tombstones: a full list has just made the cache agree with the API server.
@@ -302,6 +345,27 @@ mod tests {
         assert!(
             store.controlled_by("other").is_empty(),
             "only controller owners are indexed"
+        );
+    }
+
+    #[test]
+    fn a_namespace_should_list_only_its_own_objects_in_key_order() {
+        let store = Store::default();
+        for (ns, name) in [("ab", "a"), ("a", "z"), ("b", "a"), ("a", "b"), ("", "c")] {
+            store.upsert(object(ns, name, None, json!({})));
+        }
+        let all = Selector::default();
+        assert_eq!(names(store.list("a", &all)), ["a/b", "a/z"]);
+        assert_eq!(names(store.list("ab", &all)), ["ab/a"]);
+        assert!(store.list("c", &all).is_empty());
+        assert_eq!(
+            names(store.list("", &all)),
+            ["c", "a/b", "a/z", "ab/a", "b/a"]
+        );
+        assert_eq!(
+            store.keys_in("b"),
+            [ObjectKey::new("b", "a")],
+            "keys from the same order"
         );
     }
 

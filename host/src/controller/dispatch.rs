@@ -52,7 +52,7 @@ impl Work {
         };
         // The parent's cached text goes to the plugin as it is; the parsed value serves the
         // host's own decisions.
-        let parent = Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
+        let parent = Parent::from_text(&cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
         match route.decide(&key, &parent) {
             Decision::Skip => Work::Skip,
             // Released with the host's own managedFields: they say which labels and annotations

@@ -211,7 +211,7 @@ impl Reconciler {
         };
         let observed: Vec<Value> = children.iter().map(|c| c.observed()).collect();
         let request = Arc::new(ReconcileRequest {
-            children: children.iter().map(|c| c.json().to_owned()).collect(),
+            children: children.iter().map(|c| c.json()).collect(),
             parent,
             config: self.config.clone(),
             finalizing: deleting,

@@ -105,7 +105,7 @@ impl Controller {
                 continue;
             };
             let parent =
-                Parent::from_text(cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
+                Parent::from_text(&cached.json()).unwrap_or_else(|| Parent::from(Value::Null));
             let counted = match route.decide_as_owner(&key, &parent) {
                 Decision::Serve { revision, shadow } => {
                     shadow.is_some()
