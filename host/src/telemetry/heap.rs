@@ -17,7 +17,12 @@ static PROFILER: Mutex<Option<dhat::Profiler>> = Mutex::new(None);
 pub fn start() {
     let file =
         std::env::var_os("RECONHOST_HEAP_PROFILE").unwrap_or_else(|| "dhat-heap.json".into());
-    let profiler = dhat::Profiler::builder().file_name(file).build();
+    // dhat keeps ten frames by default: in an async host those are the allocator's and
+    // serde's, never the host function that asked.
+    let profiler = dhat::Profiler::builder()
+        .file_name(file)
+        .trim_backtraces(Some(48))
+        .build();
     *PROFILER.lock().expect("heap profiler lock poisoned") = Some(profiler);
     tokio::spawn(async {
         let Ok(mut signal) =
