@@ -81,8 +81,7 @@ fn function(frame: &str) -> &str {
 fn site_of(stack: &[&str]) -> String {
     let ours = |f: &str| {
         let f = function(f);
-        (f.starts_with("reconhost::") || f.starts_with("<reconhost::"))
-            && !f.contains("telemetry::heap")
+        f.contains("reconhost::") && !f.contains("telemetry::heap")
     };
     if let Some(frame) = stack.iter().find(|f| ours(f)) {
         return function(frame).to_owned();
@@ -92,10 +91,15 @@ fn site_of(stack: &[&str]) -> String {
         .map(|f| function(f))
         .find(|f| {
             ![
-                "alloc::", "<alloc::", "core::", "<core::", "std::", "<std::", "dhat::", "[root]",
+                "alloc::",
+                "core::",
+                "std::",
+                "dhat::",
+                "backtrace::",
+                "[root]",
             ]
             .iter()
-            .any(|p| f.starts_with(p))
+            .any(|p| f.contains(p))
         })
         .unwrap_or("(unknown)");
     let krate = outer
