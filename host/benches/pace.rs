@@ -34,6 +34,9 @@ mod audit;
 mod converged;
 #[path = "pace/cpu.rs"]
 mod cpu;
+#[path = "measure/mod.rs"]
+#[allow(dead_code, reason = "the other benchmarks use the rest")]
+mod measure;
 #[path = "pace/report.rs"]
 mod report;
 #[path = "pace/writes.rs"]

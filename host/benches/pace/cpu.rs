@@ -4,6 +4,8 @@
 //! for whom, and whether someone else's work was in the way.
 
 use std::path::Path;
+
+use crate::measure::cpu_time;
 use std::time::Duration;
 
 /// CPU time of the processes a variant involves, at one moment.
@@ -24,9 +26,9 @@ impl Cpu {
     /// Reads the CPU time of this process, `host` and `plane`'s processes.
     pub fn take(host: Option<u32>, plane: &[u32]) -> Self {
         Self {
-            bench: cpu_time("self"),
-            host: host.map_or(Duration::ZERO, |pid| cpu_time(&pid.to_string())),
-            plane: plane.iter().map(|pid| cpu_time(&pid.to_string())).sum(),
+            bench: cpu_time(std::process::id()),
+            host: host.map_or(Duration::ZERO, cpu_time),
+            plane: plane.iter().map(|&pid| cpu_time(pid)).sum(),
             machine: machine_time(),
         }
     }
@@ -46,22 +48,6 @@ impl Cpu {
             machine: self.machine.saturating_sub(earlier.machine),
         }
     }
-}
-
-/// User plus system CPU time of a process (`self` or a pid), all its threads.
-fn cpu_time(pid: &str) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // utime and stime are fields 14 and 15, the 12th and 13th after the command name (which
-    // may hold spaces, inside parentheses).
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    Duration::from_secs_f64((ticks(11) + ticks(12)) as f64 / clock_ticks())
 }
 
 /// CPU time every processor spent busy since boot: user, nice, system, irq, softirq and steal
