@@ -213,10 +213,7 @@ impl ObjectReader for CallReader {
             return Ok(None);
         };
         self.permit(informer, "get", namespace)?;
-        Ok(informer
-            .store()
-            .get(namespace, name)
-            .map(|o| o.json()))
+        Ok(informer.store().get(namespace, name).map(|o| o.json()))
     }
 
     fn list(
