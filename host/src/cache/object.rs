@@ -156,9 +156,9 @@ impl Cached {
         Self::with_meta(Meta::of(&object), object, &Dictionary::new())
     }
 
-    /// [`Cached::new`] for an object whose [`Meta`] was already read (its `managedFields` do
-    /// not enter it), compressed against its kind's `dictionary` (this object's own text
-    /// becomes the dictionary if it is the kind's first).
+    /// Caches a JSON object whose [`Meta`] was already read (its `managedFields` do not enter
+    /// it; the kept ones go apart from the text), compressed against its kind's `dictionary`
+    /// (this object's own text becomes the dictionary if it is the kind's first).
     pub fn with_meta(meta: Meta, mut object: Value, dictionary: &Dictionary) -> Self {
         let managed_fields = object
             .get_mut("metadata")
