@@ -39,6 +39,8 @@ mod cpu;
 mod measure;
 #[path = "pace/report.rs"]
 mod report;
+#[path = "pace/served.rs"]
+mod served;
 #[path = "pace/writes.rs"]
 mod writes;
 
@@ -55,6 +57,7 @@ use serde_json::Value;
 use audit::Writes;
 use converged::Tracker;
 use cpu::Cpu;
+use served::Served;
 use writes::{Generator, Planner};
 
 /// The target: the host's parents per second over the generator's.
@@ -101,6 +104,8 @@ struct Figures {
     reconciles: Option<f64>,
     /// CPU used from the clock's start to convergence.
     cpu: Cpu,
+    /// The requests the API server served in the same time, whoever sent them.
+    served: Served,
 }
 
 impl Figures {
@@ -166,7 +171,7 @@ async fn raw(planner: &Planner, settings: &Settings) -> (Figures, World) {
     let generator = Arc::new(Generator::new(&world, &planner.field_manager()).await);
     let planned = Arc::new(planned);
     let mark = world.writes();
-    let before = Cpu::take(None, &plane);
+    let (before, served) = (Cpu::take(None, &plane), Served::take(&world.client).await);
     let (start, wall) = (Instant::now(), jiff::Timestamp::now());
     generator
         .send_all(planned, settings.workers)
@@ -175,6 +180,7 @@ async fn raw(planner: &Planner, settings: &Settings) -> (Figures, World) {
     let done = start.elapsed();
     let seen = tracker.converged(start).await - start;
     let cpu = Cpu::take(None, &plane).since(before);
+    let served = Served::take(&world.client).await.since(&served);
     let writes = Writes::read(&world, mark, wall, |e| e.user_agent == writes::USER_AGENT);
     let figures = Figures {
         variant: Variant::Raw,
@@ -185,6 +191,7 @@ async fn raw(planner: &Planner, settings: &Settings) -> (Figures, World) {
         writes,
         reconciles: None,
         cpu,
+        served,
     };
     (figures, world)
 }
@@ -197,12 +204,13 @@ async fn host(settings: &Settings) -> (Figures, World) {
     let (_, create) = create(&world, settings).await;
     let mut tracker = Tracker::start(&world, settings.parents).await;
     let mark = world.writes();
-    let before = Cpu::take(None, &plane);
+    let (before, served) = (Cpu::take(None, &plane), Served::take(&world.client).await);
     let (start, wall) = (Instant::now(), jiff::Timestamp::now());
     let host = world.host_with(&["webapp"], &[], &[]).await;
     let ready = start.elapsed();
     let done = tracker.converged(start).await - start;
     let cpu = Cpu::take(host.pid(), &plane).since(before);
+    let served = Served::take(&world.client).await.since(&served);
     // The echoes of the last writes: reconciles that find nothing to do, and must write nothing.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let reconciles = reconhost_tests::world::reconciles(&host, "webapp").await;
@@ -217,8 +225,57 @@ async fn host(settings: &Settings) -> (Figures, World) {
         writes,
         reconciles: Some(reconciles),
         cpu,
+        served,
     };
     (figures, world)
+}
+
+/// Deletes what a run made, so that every run meets a control plane holding the same objects.
+/// Left in place, they make each run slower than the one before, whichever writer it times (the
+/// API server's CPU for the same writes went from 42 to 138 s over eight runs), and that drift,
+/// not the writers, decided the ratio. Children go first: a parent deleted before them leaves
+/// the garbage collector checking and deleting each of them, in the next run's time.
+async fn clear(world: &World) {
+    let everything = kube::api::ListParams::default();
+    for api in [world.deployments(), world.services(), world.webapps()] {
+        api.delete_collection(&kube::api::DeleteParams::default(), &everything)
+            .await
+            .expect("deleting a run's objects");
+        let left = api
+            .list_metadata(&everything)
+            .await
+            .expect("a list")
+            .items
+            .len();
+        assert_eq!(
+            left, 0,
+            "a run's objects are still there after their deletion"
+        );
+    }
+}
+
+/// Waits until the API server has served no request about the benchmark's kinds for a second
+/// (the deletions' aftermath: the garbage collector's graph, the Services' addresses), at most
+/// a minute; says so if it never did.
+async fn settle(world: &World) {
+    let kinds = ["deployments", "services", "webapps", "ipaddresses"];
+    let busy = |served: &Served| {
+        served
+            .per_parent(1, 1.0)
+            .iter()
+            .any(|(what, _)| kinds.iter().any(|k| what.contains(k)))
+    };
+    let start = Instant::now();
+    let mut last = Served::take(&world.client).await;
+    while start.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = Served::take(&world.client).await;
+        if !busy(&now.since(&last)) {
+            return;
+        }
+        last = now;
+    }
+    println!("        (the control plane was still busy with the deleted objects after 60 s)");
 }
 
 #[tokio::main]
@@ -264,6 +321,10 @@ async fn main() {
         let raw_fields = writes::owned_fields(&worlds[0].1, "app-00000").await;
         let host_fields = writes::owned_fields(&worlds[1].1, "app-00000").await;
         fields.push((raw_fields, host_fields));
+        for (_, world) in &worlds {
+            clear(world).await;
+        }
+        settle(&worlds[0].1).await;
     }
     report::medians(&all, &fields, &settings, rounds);
 }

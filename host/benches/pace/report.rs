@@ -36,6 +36,16 @@ pub fn run(round: usize, f: &Figures, parents: usize) {
         secs(f.cpu.plane),
         secs(f.cpu.others()),
     );
+    let served: Vec<String> = f
+        .served
+        .per_parent(parents, 0.01)
+        .iter()
+        .map(|(what, n)| format!("{what} {n:.2}"))
+        .collect();
+    println!(
+        "        the API server served, per parent, while timed: {}",
+        served.join(", ")
+    );
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
