@@ -376,6 +376,7 @@ impl Informer {
                 Ok(Event::InitDone) => {
                     let namespace = &namespaces[n];
                     self.relisted(namespace, &listing.remove(&n).unwrap_or_default());
+                    super::give_back_freed_memory();
                     listed.insert(n);
                     if self.is_synced() {
                         debug!(%kind, %namespace, objects = self.store.len(), "relisted");

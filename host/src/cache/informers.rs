@@ -162,7 +162,7 @@ impl Informers {
         };
         let shrunk = live.iter().map(|slot| slot.informer.resieve()).sum();
         if shrunk > 0 {
-            give_back_freed_memory();
+            super::give_back_freed_memory();
         }
         shrunk
     }
@@ -295,18 +295,6 @@ impl Informers {
     /// The namespace namespaced kinds are watched in, if only one.
     pub fn namespace(&self) -> Option<&str> {
         self.inner.namespace.as_deref()
-    }
-}
-
-/// Returns the heap's free pages to the system. glibc's allocator keeps what is freed in the
-/// middle of its arenas, so without this the texts a resieve frees (most of a replica's
-/// children, when it joins a ring after listing them all) would stay in its resident memory
-/// until reused. Rare (on a change of the ring), and a few milliseconds.
-fn give_back_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim has no preconditions; it only releases free memory.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 
