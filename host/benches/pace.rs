@@ -306,7 +306,10 @@ async fn main() {
         } else {
             [Variant::Host, Variant::Raw]
         };
-        let mut worlds = Vec::new();
+        // The same requests leave the same managed fields on the same parent and children:
+        // each run's are read before its objects are deleted, which happens before the next
+        // run starts, so that neither run meets the other's objects.
+        let mut owned = Vec::new();
         for variant in order {
             let (figures, world) = match variant {
                 Variant::Raw => raw(&planner, &settings).await,
@@ -314,17 +317,13 @@ async fn main() {
             };
             report::run(round, &figures, n);
             all.push(figures);
-            worlds.push((variant, world));
+            owned.push((variant, writes::owned_fields(&world, "app-00000").await));
+            clear(&world).await;
+            settle(&world).await;
         }
-        // The same requests leave the same managed fields on the same parent and children.
-        worlds.sort_by_key(|(v, _)| *v == Variant::Host);
-        let raw_fields = writes::owned_fields(&worlds[0].1, "app-00000").await;
-        let host_fields = writes::owned_fields(&worlds[1].1, "app-00000").await;
+        owned.sort_by_key(|(v, _)| *v == Variant::Host);
+        let [(_, raw_fields), (_, host_fields)] = <[_; 2]>::try_from(owned).expect("two runs");
         fields.push((raw_fields, host_fields));
-        for (_, world) in &worlds {
-            clear(world).await;
-        }
-        settle(&worlds[0].1).await;
     }
     report::medians(&all, &fields, &settings, rounds);
 }

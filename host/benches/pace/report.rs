@@ -167,6 +167,28 @@ pub fn medians(
     let host_rate = of(Variant::Host, &|f| f.rate(s.parents));
     let creation = median(all.iter().map(|f| n / secs(f.create)).collect());
     let share = host_rate / raw_rate;
+    // Each round's own ratio too: the two runs of a round are minutes apart, where the medians
+    // of each writer over all rounds may come from different moments of a noisy machine.
+    let paired: Vec<f64> = all
+        .chunks(2)
+        .filter_map(|pair| {
+            let rate = |v: Variant| {
+                pair.iter()
+                    .find(|f| f.variant == v)
+                    .map(|f| f.rate(s.parents))
+            };
+            Some(rate(Variant::Host)? / rate(Variant::Raw)?)
+        })
+        .collect();
+    println!(
+        "\nhost / raw within each round: {} (median {:.3})",
+        paired
+            .iter()
+            .map(|r| format!("{r:.3}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        median(paired.clone())
+    );
     println!("\nTargets:");
     println!(
         "- the host converges {n} parents at {host_rate:.1} parents/s, the raw generator makes \
