@@ -219,8 +219,10 @@ async fn main() {
         "the first pass took {first_pass:?}, longer than the resync period of {sync} s: raise \
          SCALE_SYNC_SECS"
     );
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Long enough for the host's trim after a burst (2 s without a reconcile, read every 2 s).
+    tokio::time::sleep(Duration::from_secs(8)).await;
     let steady = ProcessSample::take(&[pid], port);
+    measure::print_largest_mappings(pid);
     let (objects, json_full, json_lean) = cached_objects(&world).await;
 
     // 3. The periodic resync: every parent again, nothing to write.

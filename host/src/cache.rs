@@ -25,17 +25,3 @@ pub use object::{Cached, Meta};
 pub use reader::{CacheReader, CallReader, ReadGuard};
 pub use sieve::Sieve;
 pub use store::{GroupKind, ObjectKey};
-
-/// Returns the heap's free pages to the system. glibc's allocator keeps what is freed in the
-/// middle of its arenas for reuse, and two moments free far more than the host will allocate
-/// again: a (re)list, which parses every object of a kind into a `Value` only to keep its
-/// compressed text (at 30,000 cached objects the trim gives back ~190 bytes an object), and a
-/// resieve, which drops the text of most of a replica's children when it joins a ring. Both are
-/// rare, and the trim takes a few milliseconds.
-pub(crate) fn give_back_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim has no preconditions; it only releases free memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}

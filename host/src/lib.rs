@@ -38,6 +38,7 @@
 //! - [`publish`]: `reconhost plugin install | manifest | push`.
 //! - [`watch`]: `reconhost run --watch`, reloading a plugin file when it changes.
 //! - [`selector`]: Kubernetes label selectors.
+//! - [`trim`]: giving the allocator's free pages back after a list or a burst of reconciles.
 //! - [`telemetry`]: logging set-up (human locally, JSON in a cluster).
 
 #![allow(
@@ -69,6 +70,7 @@ pub(crate) mod shard;
 pub(crate) mod source;
 pub(crate) mod supervisor;
 pub mod telemetry;
+pub(crate) mod trim;
 pub(crate) mod watch;
 
 /// Makes ring the process's TLS provider. The registry client's TLS stack asks for a

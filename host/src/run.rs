@@ -147,6 +147,10 @@ pub async fn run(
 
     let (stop_lifecycle, lifecycle_stop) = stop_signal();
     let mut background = Vec::new();
+    background.push(tokio::spawn(crate::trim::after_bursts(
+        Duration::from_secs(2),
+        lifecycle_stop.clone(),
+    )));
     if args.plugins.is_empty() {
         // Plugins with identities: a revoked grant must stop working before its cached answer
         // would expire.

@@ -376,12 +376,15 @@ impl Informer {
                 Ok(Event::InitDone) => {
                     let namespace = &namespaces[n];
                     self.relisted(namespace, &listing.remove(&n).unwrap_or_default());
-                    super::give_back_freed_memory();
                     listed.insert(n);
+                    // Once per list of the kind, not per namespace's watch of the first one: a
+                    // host confined to many namespaces starts with one list each.
                     if self.is_synced() {
                         debug!(%kind, %namespace, objects = self.store.len(), "relisted");
+                        crate::trim::give_back_freed_memory();
                     } else if listed.len() == count {
                         info!(%kind, objects = self.store.len(), "cache synced");
+                        crate::trim::give_back_freed_memory();
                         self.synced.send_replace(true);
                     }
                     self.forbidden

@@ -162,7 +162,7 @@ impl Informers {
         };
         let shrunk = live.iter().map(|slot| slot.informer.resieve()).sum();
         if shrunk > 0 {
-            super::give_back_freed_memory();
+            crate::trim::give_back_freed_memory();
         }
         shrunk
     }

@@ -182,6 +182,7 @@ async fn worker<K, F, Fut>(
             }
         };
         metrics.reconciled(start.elapsed(), trace_id);
+        crate::trim::worked();
         metrics.active.dec();
         drop(permit);
         match next {
