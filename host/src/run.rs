@@ -147,6 +147,7 @@ pub async fn run(
 
     let (stop_lifecycle, lifecycle_stop) = stop_signal();
     let mut background = Vec::new();
+    // What a first pass or a convergence freed goes back to the system once it is over.
     background.push(tokio::spawn(crate::trim::after_bursts(
         Duration::from_secs(2),
         lifecycle_stop.clone(),

@@ -377,8 +377,8 @@ impl Informer {
                     let namespace = &namespaces[n];
                     self.relisted(namespace, &listing.remove(&n).unwrap_or_default());
                     listed.insert(n);
-                    // Once per list of the kind, not per namespace's watch of the first one: a
-                    // host confined to many namespaces starts with one list each.
+                    // The first sync trims once, not once per namespace's watch: a host confined
+                    // to many namespaces starts with one list each.
                     if self.is_synced() {
                         debug!(%kind, %namespace, objects = self.store.len(), "relisted");
                         crate::trim::give_back_freed_memory();
