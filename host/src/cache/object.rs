@@ -97,10 +97,17 @@ impl Meta {
 }
 
 /// The text a kind's cached objects are compressed against: the first whole object of the
-/// kind cached (its text, then its kept `managedFields`), for the life of the cache. Set once,
-/// so every object compressed against it can be read back; a kind whose objects differ much
-/// from the first compresses less, never wrongly.
+/// kind cached (its text, then its kept `managedFields`), at most [`DICTIONARY_BYTES`] of it,
+/// for the life of the cache. Set once, so every object compressed against it can be read
+/// back; a kind whose objects differ much from the first compresses less, never wrongly.
 pub type Dictionary = OnceLock<Arc<[u8]>>;
+
+/// The most of a kind's first object its dictionary keeps. LZ4 hashes the whole dictionary
+/// into its match table on every compression (every cached write of the kind), and a typical
+/// object is one or two kilobytes: a first object that is large (up to the API server's
+/// 1.5 MiB, whoever created it) would otherwise make every later write of its kind pay for
+/// hashing it, up to LZ4's 64 KiB window, and keep the rest for nothing.
+const DICTIONARY_BYTES: usize = 8 << 10;
 
 /// Text, LZ4-compressed against a dictionary.
 #[derive(Debug, Default)]
@@ -169,8 +176,9 @@ impl Cached {
         let text = object.to_string();
         let dictionary = dictionary
             .get_or_init(|| {
-                let fields = managed_fields.as_deref().unwrap_or("");
-                [text.as_bytes(), fields.as_bytes()].concat().into()
+                let fields = managed_fields.as_deref().unwrap_or("").as_bytes();
+                let whole = text.as_bytes().iter().chain(fields);
+                whole.take(DICTIONARY_BYTES).copied().collect()
             })
             .clone();
         Self {
@@ -333,6 +341,30 @@ mod tests {
             cached[2].text.bytes.len()
         );
         assert!(!Cached::stub(cached[0].meta.clone()).is_whole());
+    }
+
+    #[test]
+    fn a_large_first_object_should_leave_a_bounded_dictionary_that_still_reads_back() {
+        let config_map = |i: usize, data: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{i}"), "namespace": "big"},
+                "data": {"payload": data}})
+        };
+        let dictionary = Dictionary::new();
+        let huge = "x".repeat(1 << 20);
+        let first = Cached::with_meta(
+            Meta::of(&config_map(0, &huge)),
+            config_map(0, &huge),
+            &dictionary,
+        );
+        let later = Cached::with_meta(
+            Meta::of(&config_map(1, "small")),
+            config_map(1, "small"),
+            &dictionary,
+        );
+        assert_eq!(dictionary.get().unwrap().len(), DICTIONARY_BYTES);
+        assert_eq!(first.value(), config_map(0, &huge));
+        assert_eq!(later.value(), config_map(1, "small"));
     }
 
     #[test]
