@@ -20,49 +20,63 @@ use super::store::ObjectKey;
 use crate::selector::Selector;
 
 /// What the host needs to know of a cached object without parsing its JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its strings (the UID, the resourceVersion, the controller ownerReference's fields, each
+/// label's key and value) are held in one allocation rather than one each: the cache keeps one
+/// `Meta` per object, and a dozen small blocks an object cost more than their text in the
+/// allocator's headers and, worse, in pages that one long-lived block keeps from being given
+/// back (docs/BENCHMARKS.md, "Memory per cached object").
+#[derive(Clone, PartialEq, Eq)]
 pub struct Meta {
     /// Namespace and name.
     pub key: ObjectKey,
-    /// `metadata.uid`.
-    pub uid: String,
-    /// `metadata.resourceVersion`.
-    pub resource_version: String,
     /// `metadata.generation` (0 for kinds without one).
     pub generation: i64,
-    /// `metadata.labels`, sorted by key.
-    pub labels: Box<[(String, String)]>,
-    /// The ownerReference marked `controller: true`, if any.
-    pub controller: Option<Owner>,
+    /// The strings, one after another: the UID, the resourceVersion, then the controller's
+    /// apiVersion, kind, name and UID if it has one, then each label's key and value, sorted
+    /// by key.
+    strings: Box<str>,
+    /// Where each of `strings` ends.
+    ends: Box<[u32]>,
+    /// Whether the object has a controller ownerReference (its four strings follow the
+    /// resourceVersion).
+    controlled: bool,
 }
 
-/// A controller ownerReference.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
+/// A controller ownerReference, as a cached object's [`Meta`] holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner<'a> {
     /// `apiVersion` of the owner.
-    pub api_version: String,
+    pub api_version: &'a str,
     /// `kind` of the owner.
-    pub kind: String,
+    pub kind: &'a str,
     /// `name` of the owner (in the object's namespace, or cluster-scoped).
-    pub name: String,
+    pub name: &'a str,
     /// `uid` of the owner.
-    pub uid: String,
+    pub uid: &'a str,
 }
+
+/// Where the strings of [`Meta`] start: the UID and resourceVersion come first.
+const FIXED: usize = 2;
+/// The controller's strings, when there is one.
+const OWNER: usize = 4;
 
 impl Meta {
     /// The fields of a JSON object.
     pub fn of(object: &Value) -> Self {
         let meta = &object["metadata"];
-        let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
-        let mut labels: Vec<(String, String)> = meta["labels"]
+        fn text(v: &Value) -> &str {
+            v.as_str().unwrap_or("")
+        }
+        let mut labels: Vec<(&str, &str)> = meta["labels"]
             .as_object()
             .map(|m| {
                 m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
                     .collect()
             })
             .unwrap_or_default();
-        labels.sort();
+        labels.sort_unstable();
         let controller = meta["ownerReferences"]
             .as_array()
             .and_then(|refs| refs.iter().find(|r| r["controller"] == true))
@@ -72,27 +86,128 @@ impl Meta {
                 name: text(&r["name"]),
                 uid: text(&r["uid"]),
             });
-        Self {
-            key: ObjectKey::of(object),
-            uid: text(&meta["uid"]),
-            resource_version: text(&meta["resourceVersion"]),
-            generation: meta["generation"].as_i64().unwrap_or(0),
-            labels: labels.into_boxed_slice(),
+        Self::new(
+            ObjectKey::of(object),
+            meta["generation"].as_i64().unwrap_or(0),
+            [text(&meta["uid"]), text(&meta["resourceVersion"])],
             controller,
+            &labels,
+        )
+    }
+
+    /// A `Meta` from its parts; `labels` sorted by key.
+    fn new(
+        key: ObjectKey,
+        generation: i64,
+        [uid, resource_version]: [&str; FIXED],
+        controller: Option<Owner<'_>>,
+        labels: &[(&str, &str)],
+    ) -> Self {
+        let owner = controller.map(|o| [o.api_version, o.kind, o.name, o.uid]);
+        let all = [uid, resource_version]
+            .into_iter()
+            .chain(owner.into_iter().flatten())
+            .chain(labels.iter().flat_map(|&(k, v)| [k, v]));
+        let mut strings = String::new();
+        let mut ends = Vec::with_capacity(FIXED + OWNER + 2 * labels.len());
+        for s in all {
+            strings.push_str(s);
+            // The API server bounds an object at 1.5 MiB, far below 4 GiB.
+            ends.push(u32::try_from(strings.len()).unwrap_or(u32::MAX));
         }
+        Self {
+            key,
+            generation,
+            strings: strings.into_boxed_str(),
+            ends: ends.into_boxed_slice(),
+            controlled: controller.is_some(),
+        }
+    }
+
+    /// The `i`th of the strings.
+    fn string(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.strings[start..self.ends[i] as usize]
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> &str {
+        self.string(0)
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> &str {
+        self.string(1)
+    }
+
+    /// The ownerReference marked `controller: true`, if any.
+    pub fn controller(&self) -> Option<Owner<'_>> {
+        self.controlled.then(|| Owner {
+            api_version: self.string(FIXED),
+            kind: self.string(FIXED + 1),
+            name: self.string(FIXED + 2),
+            uid: self.string(FIXED + 3),
+        })
+    }
+
+    /// The index of the first label's key among the strings.
+    fn first_label(&self) -> usize {
+        FIXED + if self.controlled { OWNER } else { 0 }
+    }
+
+    /// `metadata.labels`, sorted by key.
+    pub fn labels(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
+        let first = self.first_label();
+        (0..(self.ends.len() - first) / 2)
+            .map(move |i| (self.string(first + 2 * i), self.string(first + 2 * i + 1)))
     }
 
     /// The value of a label.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels
-            .binary_search_by(|(k, _)| k.as_str().cmp(key))
-            .ok()
-            .map(|i| self.labels[i].1.as_str())
+        let first = self.first_label();
+        let count = (self.ends.len() - first) / 2;
+        let mut range = 0..count;
+        // A binary search over the sorted keys, without collecting them.
+        while range.start < range.end {
+            let mid = range.start + (range.end - range.start) / 2;
+            match self.string(first + 2 * mid).cmp(key) {
+                std::cmp::Ordering::Less => range.start = mid + 1,
+                std::cmp::Ordering::Greater => range.end = mid,
+                std::cmp::Ordering::Equal => return Some(self.string(first + 2 * mid + 1)),
+            }
+        }
+        None
     }
 
     /// Whether the labels satisfy `selector`.
     pub fn selected_by(&self, selector: &Selector) -> bool {
         selector.matches_with(|key| self.label(key))
+    }
+
+    /// The same object at another resourceVersion: for tests of the store's ordering.
+    #[cfg(test)]
+    pub fn with_resource_version(&self, resource_version: &str) -> Self {
+        let labels: Vec<(&str, &str)> = self.labels().collect();
+        Self::new(
+            self.key.clone(),
+            self.generation,
+            [self.uid(), resource_version],
+            self.controller(),
+            &labels,
+        )
+    }
+}
+
+impl std::fmt::Debug for Meta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meta")
+            .field("key", &self.key)
+            .field("uid", &self.uid())
+            .field("resource_version", &self.resource_version())
+            .field("generation", &self.generation)
+            .field("labels", &self.labels().collect::<Vec<_>>())
+            .field("controller", &self.controller())
+            .finish()
     }
 }
 
@@ -282,10 +397,7 @@ mod tests {
         assert_eq!(cached.value()["data"]["k"], "v");
         assert_eq!(cached.observed()["metadata"]["managedFields"], fields);
         assert_eq!(
-            (
-                cached.meta.uid.as_str(),
-                cached.meta.resource_version.as_str()
-            ),
+            (cached.meta.uid(), cached.meta.resource_version()),
             ("u", "9")
         );
         assert_eq!(cached.meta.label("a"), Some("1"));
@@ -296,6 +408,68 @@ mod tests {
                 .selected_by(&Selector::parse("a=1,b in (2,3),!c").unwrap())
         );
         assert!(!cached.meta.selected_by(&Selector::parse("b=3").unwrap()));
+    }
+
+    #[test]
+    fn meta_should_give_back_each_field_it_read_with_or_without_a_controller() {
+        let labels: serde_json::Map<String, Value> = (0..9)
+            .rev()
+            .map(|i| (format!("k{i}"), json!(format!("v{i}"))))
+            .collect();
+        let owned = Meta::of(&json!({"metadata": {
+            "namespace": "a", "name": "x", "uid": "u-1", "resourceVersion": "42",
+            "generation": 3, "labels": labels,
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Other", "name": "o", "uid": "u-o"},
+                {"apiVersion": "example.com/v1", "kind": "WebApp", "name": "p", "uid": "u-p",
+                 "controller": true}]}}));
+        assert_eq!(
+            (
+                owned.key.to_string().as_str(),
+                owned.uid(),
+                owned.resource_version()
+            ),
+            ("a/x", "u-1", "42")
+        );
+        assert_eq!(owned.generation, 3);
+        assert_eq!(
+            owned.controller(),
+            Some(Owner {
+                api_version: "example.com/v1",
+                kind: "WebApp",
+                name: "p",
+                uid: "u-p"
+            })
+        );
+        let expected: Vec<(String, String)> =
+            (0..9).map(|i| (format!("k{i}"), format!("v{i}"))).collect();
+        let read: Vec<(String, String)> =
+            owned.labels().map(|(k, v)| (k.into(), v.into())).collect();
+        assert_eq!(read, expected, "sorted by key");
+        for i in 0..9 {
+            assert_eq!(
+                owned.label(&format!("k{i}")),
+                Some(format!("v{i}").as_str())
+            );
+        }
+        assert_eq!(
+            (owned.label("k"), owned.label("k9"), owned.label("a")),
+            (None, None, None)
+        );
+
+        let bare = Meta::of(&json!({"metadata": {"name": "y", "labels": {"only": ""}}}));
+        assert_eq!(
+            (bare.uid(), bare.resource_version(), bare.controller()),
+            ("", "", None)
+        );
+        assert_eq!(bare.labels().collect::<Vec<_>>(), [("only", "")]);
+        assert_eq!(bare.label("only"), Some(""));
+        let moved = owned.with_resource_version("43");
+        assert_eq!(moved.resource_version(), "43");
+        assert_eq!(
+            (moved.controller(), moved.labels().len()),
+            (owned.controller(), 9)
+        );
     }
 
     #[test]

@@ -57,10 +57,10 @@ impl Sieve {
     /// Whether a cache keeps `object` whole: it has no controller of a parent kind, or this
     /// replica keeps that parent.
     pub fn keeps(&self, object: &Meta) -> bool {
-        let Some(owner) = &object.controller else {
+        let Some(owner) = object.controller() else {
             return true;
         };
-        let group = group_of(&owner.api_version);
+        let group = group_of(owner.api_version);
         let namespaced = {
             let parents = self.parents.read().expect("sieve lock poisoned");
             let found = parents
@@ -78,7 +78,7 @@ impl Sieve {
         } else {
             ""
         };
-        (self.keeps)(&ObjectKey::new(namespace, owner.name.as_str()))
+        (self.keeps)(&ObjectKey::new(namespace, owner.name))
     }
 }
 

@@ -100,8 +100,8 @@ impl Indexed {
         if let Some(old) = &old {
             self.unindex(old);
         }
-        if let Some(owner) = &object.meta.controller {
-            let owned = self.by_owner.entry(owner.uid.clone()).or_default();
+        if let Some(owner) = object.meta.controller() {
+            let owned = self.by_owner.entry(owner.uid.to_owned()).or_default();
             let at = owned
                 .binary_search_by(|o| o.meta.key.cmp(&object.meta.key))
                 .unwrap_or_else(|at| at);
@@ -117,12 +117,12 @@ impl Indexed {
     }
 
     fn unindex(&mut self, old: &Cached) {
-        if let Some(owner) = &old.meta.controller
-            && let Some(owned) = self.by_owner.get_mut(&owner.uid)
+        if let Some(owner) = old.meta.controller()
+            && let Some(owned) = self.by_owner.get_mut(owner.uid)
         {
             owned.retain(|o| o.meta.key != old.meta.key);
             if owned.is_empty() {
-                self.by_owner.remove(&owner.uid);
+                self.by_owner.remove(owner.uid);
             }
         }
     }
@@ -214,16 +214,16 @@ impl Store {
         let key = &object.meta.key;
         let mut inner = self.inner.write().expect("store lock poisoned");
         let known = match inner.get(key) {
-            Some(cached) => Some(cached.meta.resource_version.as_str()),
+            Some(cached) => Some(cached.meta.resource_version()),
             None => inner.deleted.get(key).map(|(v, _)| v.as_str()),
         };
-        if known.is_some_and(|known| !is_newer(&object.meta.resource_version, known)) {
+        if known.is_some_and(|known| !is_newer(object.meta.resource_version(), known)) {
             // A replay of what a stub stands for, now kept whole (a relist after the replica
             // gained the owner): the text is taken, and handlers have nothing to hear.
             if inner.get(key).is_some_and(|stub| {
                 !stub.is_whole()
                     && object.is_whole()
-                    && stub.meta.resource_version == object.meta.resource_version
+                    && stub.meta.resource_version() == object.meta.resource_version()
             }) {
                 inner.insert(object);
             }
@@ -244,12 +244,15 @@ impl Store {
         let mut inner = self.inner.write().expect("store lock poisoned");
         match inner.get(&object.meta.key) {
             Some(cached) if cached.is_whole() => {
-                if !is_newer(&object.meta.resource_version, &cached.meta.resource_version) {
+                if !is_newer(
+                    object.meta.resource_version(),
+                    cached.meta.resource_version(),
+                ) {
                     return cached.clone();
                 }
             }
             Some(stub) => {
-                if is_newer(&stub.meta.resource_version, &object.meta.resource_version) {
+                if is_newer(stub.meta.resource_version(), object.meta.resource_version()) {
                     return object;
                 }
             }
@@ -374,7 +377,7 @@ mod tests {
         let store = Store::default();
         store.upsert(object("a", "x", Some("p1"), json!({})));
         let mut moved = object("a", "x", Some("p2"), json!({}));
-        moved.meta.resource_version = "2".into();
+        moved.meta = moved.meta.with_resource_version("2");
         let (old, _) = store.upsert(moved).expect("a newer version");
         assert!(old.is_some());
         assert!(store.controlled_by("p1").is_empty());
@@ -393,7 +396,7 @@ mod tests {
     fn a_stub_should_answer_the_indexes_and_give_way_to_its_whole_object() {
         let store = Store::default();
         let mut child = object("a", "x", Some("p1"), json!({"app": "web"}));
-        child.meta.resource_version = "5".into();
+        child.meta = child.meta.with_resource_version("5");
         store.upsert(Cached::stub(child.meta.clone()));
         let stub = store.get("a", "x").expect("cached");
         assert!(!stub.is_whole());
@@ -419,7 +422,7 @@ mod tests {
 
         store.upsert(stub_at("7"));
         let stale = store.hydrate(at("6"));
-        assert_eq!(stale.meta.resource_version, "6", "returned as fetched");
+        assert_eq!(stale.meta.resource_version(), "6", "returned as fetched");
         assert!(
             !store.get("a", "x").unwrap().is_whole(),
             "not cached over the newer stub"
@@ -428,7 +431,8 @@ mod tests {
         store.upsert(at("8"));
         let older = store.hydrate(at("7"));
         assert_eq!(
-            older.meta.resource_version, "8",
+            older.meta.resource_version(),
+            "8",
             "the newer whole version the watch cached"
         );
     }
@@ -438,7 +442,7 @@ mod tests {
         let store = Store::default();
         store.upsert(object("a", "x", Some("p1"), json!({})));
         store.upsert(object("a", "y", Some("p2"), json!({})));
-        let shrunk = store.shrink(|m| m.controller.as_ref().is_some_and(|o| o.uid == "p1"));
+        let shrunk = store.shrink(|m| m.controller().is_some_and(|o| o.uid == "p1"));
         assert_eq!(shrunk, 1);
         assert!(store.get("a", "x").unwrap().is_whole());
         assert!(!store.get("a", "y").unwrap().is_whole());
@@ -448,7 +452,7 @@ mod tests {
 
     fn at(version: &str) -> Cached {
         let mut o = object("a", "x", None, json!({}));
-        o.meta.resource_version = version.into();
+        o.meta = o.meta.with_resource_version(version);
         o
     }
 
@@ -477,7 +481,7 @@ mod tests {
             "a full list is the truth again"
         );
         let mut unparsed = at("x1");
-        unparsed.meta.resource_version = "not-a-number".into();
+        unparsed.meta = unparsed.meta.with_resource_version("not-a-number");
         assert!(
             store.upsert(unparsed).is_some(),
             "opaque versions: the incoming one wins"

@@ -157,7 +157,7 @@ impl Reconciler {
         {
             self.referee.recount(self.book.book());
         }
-        let uid = cached.meta.uid.clone();
+        let uid = cached.meta.uid().to_owned();
         // A parent being deleted is always looked at: its finalize timeout must be able to run.
         if !model::is_deleting(&parent) && self.book.read(key, |p| p.permanent.holds(&parent)) {
             debug!(plugin = %name, parent = %key, "permanent failure; waiting for a change");

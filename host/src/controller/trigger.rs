@@ -52,7 +52,7 @@ impl Seen {
         Self {
             kind: kind.to_owned(),
             object: cached.meta.key.to_string(),
-            resource_version: cached.meta.resource_version.clone(),
+            resource_version: cached.meta.resource_version().to_owned(),
         }
     }
 }

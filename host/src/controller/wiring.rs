@@ -373,8 +373,8 @@ fn priority(initial: bool) -> Priority {
 /// The key of the object's controller owner if that owner is of the parent kind. A namespaced
 /// owner lives in the object's namespace; a cluster-scoped one in none.
 fn controller_of(object: &Meta, parent: &GroupKind, namespaced: bool) -> Option<ObjectKey> {
-    let owner = object.controller.as_ref()?;
-    if group_of(&owner.api_version) != parent.group || owner.kind != parent.kind {
+    let owner = object.controller()?;
+    if group_of(owner.api_version) != parent.group || owner.kind != parent.kind {
         return None;
     }
     let namespace = if namespaced {
@@ -382,7 +382,7 @@ fn controller_of(object: &Meta, parent: &GroupKind, namespaced: bool) -> Option<
     } else {
         ""
     };
-    Some(ObjectKey::new(namespace, owner.name.as_str()))
+    Some(ObjectKey::new(namespace, owner.name))
 }
 
 /// Whether two kinds name the same kind (any version of it).

@@ -101,7 +101,7 @@ impl Reconciler {
             let Some(existing) = informer.store().get(&child.namespace, &child.name) else {
                 continue;
             };
-            match &existing.meta.controller {
+            match existing.meta.controller() {
                 // Ours, only not shown to the plugin (its account may not list the kind).
                 Some(owner) if owner.uid == parent_uid && self.is_mine(&existing) => {}
                 Some(owner) if owner.uid == parent_uid => {
