@@ -300,6 +300,9 @@ fn plain_manifests_should_be_the_chart_rendered() {
 #[tokio::test]
 async fn the_api_server_should_accept_everything_the_chart_and_manifests_hold() {
     let world = World::new("chart-dry").await;
+    // The plain manifests hold the cluster's one admission policy, which the helm tests delete
+    // and recreate: a dry run that read it as present and then found it gone would fail.
+    let _suite = exclusive(&world.client).await;
     // Server-side dry runs do not create the namespaces the objects go in; these do.
     let created = ensure_namespaces(&world, &["reconhost-system", "reconhost-plugins"]).await;
     let plain = root()
