@@ -9,7 +9,10 @@
 //! `--sync-period`, default 120: long enough for its first pass to end first),
 //! `SCALE_LATENCY_SAMPLES` (default 200), `SCALE_HEAP_HOST` (a build of the host with
 //! `--features heap-profile`: the restart is made once more with it, and where the live bytes
-//! were allocated is printed; `make bench-heap` sets it).
+//! were allocated is printed; `make bench-heap` sets it), `SCALE_BEFORE_HOST` (another build of
+//! the host, an earlier commit's: it is started with no parent before the first host, and
+//! restarted on the converged namespace at the end, and its memory per cached object is printed
+//! beside this build's, from the same run).
 
 #[path = "measure/heap.rs"]
 mod heap;
@@ -76,6 +79,26 @@ async fn cached_objects(world: &World) -> (usize, usize, usize) {
         lean += value.to_string().len();
     }
     (objects.len(), full, lean)
+}
+
+/// The RSS of `binary`, another build of the host, as just started with no parent.
+async fn started_empty(world: &World, binary: &Path, port: u16) -> ProcessSample {
+    let host = world.host_of(binary, &["webapp"], &[], &[]).await;
+    let sample = ProcessSample::take(&[host.pid().expect("running")], port);
+    host.stop(Duration::from_secs(10));
+    sample
+}
+
+/// The RSS of `binary`, another build of the host, restarted on the converged namespace and
+/// sampled at steady state as this build's restarted host is.
+async fn restarted_steady(world: &World, binary: &Path, port: u16, n: f64) -> ProcessSample {
+    let host = world.host_of(binary, &["webapp"], &[], &[]).await;
+    let pid = host.pid().expect("running");
+    reconciled(&host, pid, port, n).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let sample = ProcessSample::take(&[pid], port);
+    host.stop(Duration::from_secs(10));
+    sample
 }
 
 /// Starts the heap-profiled host `binary` on the converged namespace, lets it reconcile every
@@ -166,6 +189,13 @@ async fn main() {
     let world = World::new("scale").await;
     let port = measure::api_server_port(world.cluster.kubeconfig());
     let n = parents as f64;
+
+    // 0. The earlier build's RSS with no parent, the same moment of its life as the first host's.
+    let before_host = std::env::var_os("SCALE_BEFORE_HOST").map(std::path::PathBuf::from);
+    let before_empty = match &before_host {
+        Some(binary) => Some(started_empty(&world, binary, port).await),
+        None => None,
+    };
 
     // 1. Convergence from nothing.
     let host = world.host_with(&["webapp"], &[], &[]).await;
@@ -299,6 +329,12 @@ async fn main() {
         None => None,
     };
 
+    // 6. The earlier build restarted on the same converged namespace.
+    let before_steady = match &before_host {
+        Some(binary) => Some(restarted_steady(&world, binary, port, n).await),
+        None => None,
+    };
+
     let cpu_per_1000 =
         |cpu: Duration, reconciles: f64| cpu.as_secs_f64() / reconciles.max(1.0) * 1000.0;
     let per_object = (steady.rss - empty.rss) * 1024.0 * 1024.0 / objects as f64;
@@ -370,6 +406,25 @@ async fn main() {
         ms(percentile(&latencies, 0.5)),
         ms(percentile(&latencies, 0.99))
     );
+    if let (Some(binary), Some(old_empty), Some(old_steady)) =
+        (&before_host, before_empty, before_steady)
+    {
+        let before = (old_steady.rss - old_empty.rss) * 1024.0 * 1024.0 / objects as f64;
+        println!(
+            "\nthe same run, this build beside SCALE_BEFORE_HOST ({}):\n",
+            binary.display()
+        );
+        println!("| {objects} objects cached | this build | the earlier build |");
+        println!("|---|---|---|");
+        println!(
+            "| host RSS: no parents / steady with all cached | {:.1} / {:.1} MiB | {:.1} / {:.1} MiB |",
+            empty.rss, steady.rss, old_empty.rss, old_steady.rss
+        );
+        println!(
+            "| host memory per cached object | {per_object:.0} bytes ({ratio:.2}×) | {before:.0} bytes ({:.2}×) |",
+            before / (json_lean as f64 / objects.max(1) as f64)
+        );
+    }
     if let Some(profile) = heap {
         print_heap(&profile, objects, per_object);
     }
