@@ -108,8 +108,10 @@ impl Meta {
             .into_iter()
             .chain(owner.into_iter().flatten())
             .chain(labels.iter().flat_map(|&(k, v)| [k, v]));
-        let mut strings = String::new();
-        let mut ends = Vec::with_capacity(FIXED + OWNER + 2 * labels.len());
+        // Both sized exactly, so that neither moves when boxed.
+        let mut strings = String::with_capacity(all.clone().map(str::len).sum());
+        let owner_strings = if controller.is_some() { OWNER } else { 0 };
+        let mut ends = Vec::with_capacity(FIXED + owner_strings + 2 * labels.len());
         for s in all {
             strings.push_str(s);
             // The API server bounds an object at 1.5 MiB, far below 4 GiB.
