@@ -182,7 +182,10 @@ impl Controller {
         for key in store.keys() {
             let changed = match (&old, store.get(&key.namespace, &key.name)) {
                 (Some(old), Some(parent)) => {
-                    let (was, is) = (old.serving(parent.meta.uid()), new.serving(parent.meta.uid()));
+                    let (was, is) = (
+                        old.serving(parent.meta.uid()),
+                        new.serving(parent.meta.uid()),
+                    );
                     !Arc::ptr_eq(was, is) || shadowed(old, was) != shadowed(&new, is)
                 }
                 _ => true,
