@@ -8,8 +8,10 @@
 //! pass over every parent, a convergence), whose temporaries — each parent and its children
 //! parsed, the plan, the request bodies — are spread over the arenas of every worker thread.
 //! After each, [`give_back_freed_memory`] returns the free pages: a few milliseconds, at
-//! moments that are rare. An allocator of our own choosing (jemalloc, mimalloc) would do it
-//! by itself, at the price of a C build in the cold CI.
+//! moments that are rare. What no trim returns is a page one long-lived block keeps, which is
+//! why the cache makes few such blocks and lists in small pages (`cache::informers`).
+//! mimalloc, measured in glibc's place, held more, idle and at 10,000 parents
+//! (docs/BENCHMARKS.md).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
