@@ -32,7 +32,9 @@
 //!
 //! **Reconciles** are counted from the replicas' logs (every reconcile logs its parent, at debug
 //! when it wrote nothing): with sharding, `controller_runtime_reconcile_total` also counts, as
-//! successes, the keys a worker took off the queue and skipped as another replica's.
+//! successes, the keys a worker took off the queue and skipped because their parent had moved
+//! to another replica since (a replica queues only its own parents, so none while the ring
+//! stays as it is).
 //!
 //! Environment: `SHARD_PARENTS` (default 3000), `SHARD_MILLICORES` (each replica's quota in
 //! thousandths of a CPU, default 15), `SHARD_REPLICAS` (runs with 1 to this many, default 3; 0

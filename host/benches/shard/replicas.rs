@@ -69,8 +69,8 @@ impl Replica {
     }
 
     /// `controller_runtime_reconcile_total` of webapp so far, whatever the result. With
-    /// sharding it also counts the keys a worker took off the queue and skipped as another
-    /// replica's, as successes.
+    /// sharding it also counts, as successes, the keys a worker took off the queue and skipped
+    /// because their parent had moved to another replica since they were queued.
     pub async fn counted(&self) -> f64 {
         let metrics = self.host.metrics().await.unwrap_or_default();
         ["success", "error", "requeue", "requeue_after"]

@@ -24,7 +24,7 @@ pub struct Throughput {
     /// Reconciles of webapp in that time, all replicas, from their logs.
     pub reconciles: f64,
     /// What `controller_runtime_reconcile_total` counted in that time, all replicas: the
-    /// reconciles and, with sharding, the keys skipped as another replica's.
+    /// reconciles and, with sharding, the keys skipped because their parent had moved.
     pub counted: f64,
     /// CPU time of all replicas in that time (their cgroups').
     pub cpu: Duration,

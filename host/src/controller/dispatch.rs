@@ -42,8 +42,8 @@ impl Work {
     pub(super) fn of(route: &Route<Arc<Revision>>, key: ObjectKey) -> Self {
         let wiring = route.stable.wiring();
         if !route.owns(&key) {
-            // Another replica's: nothing of it is kept here (the handlers noted when its
-            // generation changed), and its text is not parsed.
+            // Another replica's since it was queued (the handlers queue only what this replica
+            // owns): what was remembered of it goes, and its text is not parsed.
             wiring.converge().forget(&key);
             return Work::Skip;
         }

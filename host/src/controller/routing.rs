@@ -179,21 +179,31 @@ impl Controller {
         });
         let store = new.stable.wiring().parents().store();
         let mut moved = 0usize;
+        let wiring = new.stable.wiring();
         for key in store.keys() {
-            let changed = match (&old, store.get(&key.namespace, &key.name)) {
-                (Some(old), Some(parent)) => {
-                    let (was, is) = (
-                        old.serving(parent.meta.uid()),
-                        new.serving(parent.meta.uid()),
-                    );
-                    !Arc::ptr_eq(was, is) || shadowed(old, was) != shadowed(&new, is)
-                }
-                _ => true,
-            };
+            if !new.owns(&key) {
+                continue;
+            }
+            // Gained between the two routes: an assignment published while this reroute read
+            // it, which `Controller::assign` then finds already in the route.
+            let gained = old.as_ref().is_some_and(|old| !old.owns(&key));
+            if gained {
+                wiring.forget(&key);
+            }
+            let changed = gained
+                || match (&old, store.get(&key.namespace, &key.name)) {
+                    (Some(old), Some(parent)) => {
+                        let (was, is) = (
+                            old.serving(parent.meta.uid()),
+                            new.serving(parent.meta.uid()),
+                        );
+                        !Arc::ptr_eq(was, is) || shadowed(old, was) != shadowed(&new, is)
+                    }
+                    _ => true,
+                };
             if changed {
                 moved += 1;
                 let cause = super::trigger::Trigger::Route;
-                let wiring = new.stable.wiring();
                 wiring
                     .triggers()
                     .record(&key, cause, std::time::Instant::now());
