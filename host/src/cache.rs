@@ -6,6 +6,7 @@
 //! - [`store`]: the cache of one kind and its indexes (by namespace, by controller owner).
 //! - [`object`]: one cached object, JSON text plus the few fields the indexes need.
 //! - [`reader`]: a plugin's `get` and `list`, answered from the caches of the kinds it reads.
+//! - [`watched`]: an object as listed or watched, parsed once into the tree the cache keeps.
 //! - [`sieve`]: with sharding, which children a replica's caches keep whole (those of its own
 //!   parents) and which as stubs.
 //!
@@ -18,6 +19,7 @@ pub mod object;
 pub mod reader;
 pub mod sieve;
 pub mod store;
+pub mod watched;
 
 pub use informer::{Informer, Registration, ResolvedKind};
 pub use informers::{DiscoveryError, InformerRef, Informers};

@@ -6,7 +6,6 @@
 use std::fmt;
 
 use kube::core::discovery::ApiResource;
-use serde_json::Value;
 
 use crate::model::KindRef;
 
@@ -26,15 +25,6 @@ impl ObjectKey {
             namespace: namespace.into(),
             name: name.into(),
         }
-    }
-
-    /// The key of a JSON object.
-    pub fn of(object: &Value) -> Self {
-        let meta = &object["metadata"];
-        Self::new(
-            meta["namespace"].as_str().unwrap_or(""),
-            meta["name"].as_str().unwrap_or(""),
-        )
     }
 }
 

@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::StreamExt as _;
 use kube::api::{Api, DynamicObject};
-use kube::core::TypeMeta;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
@@ -30,7 +29,7 @@ pub use crate::keys::ResolvedKind;
 
 use super::sieve::Sieve;
 use super::store::{Cached, GroupKind, Meta, ObjectKey, Store};
-use crate::model::FIELD_MANAGER_PREFIX;
+use super::watched::{SIEVE, Watched};
 
 /// One change to a cached object, as handlers see it.
 #[derive(Debug)]
@@ -119,7 +118,7 @@ impl Informer {
         };
         let key = &object.meta.key;
         let resource = &self.kind.resource;
-        let api: Api<DynamicObject> = if self.kind.namespaced {
+        let api: Api<Watched> = if self.kind.namespaced {
             Api::namespaced_with(client.clone(), &key.namespace, resource)
         } else {
             Api::all_with(client.clone(), resource)
@@ -129,7 +128,7 @@ impl Informer {
         };
         debug!(kind = %self.kind.resource.kind, object = %key, "fetched a child the cache held as a stub");
         Ok(Some(self.store.hydrate({
-            let object = self.normalize(fetched);
+            let object = fetched.normalized(resource);
             self.store.cached(Meta::of(&object), object)
         })))
     }
@@ -249,16 +248,23 @@ impl Informer {
     /// a newer one (a relist replays every object, and a write the host observed may be ahead of
     /// the watch; only real changes become work).
     fn apply(&self, object: Value, initial: bool) {
-        let cached = match &self.sieve {
-            Some((sieve, _)) => {
-                let meta = Meta::of(&object);
-                if sieve.keeps(&meta) {
-                    self.store.cached(meta, object)
-                } else {
-                    Cached::stub(meta)
-                }
-            }
-            None => self.store.cached(Meta::of(&object), object),
+        self.arrive(Watched::from(object), initial);
+    }
+
+    /// [`Informer::apply`] for an object as listed or watched: a sieved cache keeps a stub of
+    /// a child its sieve does not keep, or that was parsed as one.
+    fn arrive(&self, object: Watched, initial: bool) {
+        let meta = object.head();
+        let keep = object.is_whole()
+            && self
+                .sieve
+                .as_ref()
+                .is_none_or(|(sieve, _)| sieve.keeps(&meta));
+        let cached = if keep {
+            self.store
+                .cached(meta, object.normalized(&self.kind.resource))
+        } else {
+            Cached::stub(meta)
         };
         let Some((old, new)) = self.store.upsert(cached) else {
             return;
@@ -276,7 +282,7 @@ impl Informer {
     /// that follows is then a replay and ignored. This is the one way into the cache other than
     /// the watch.
     pub fn observe_write(&self, object: DynamicObject) {
-        let object = self.normalize(object);
+        let object = serde_json::to_value(object).unwrap_or(Value::Null);
         self.apply(object, false);
     }
 
@@ -289,33 +295,6 @@ impl Informer {
                 initial: false,
             });
         }
-    }
-
-    /// The object as the cache holds it: typed (list items arrive without apiVersion and kind)
-    /// and without managedFields other than what reconhost's managers applied.
-    fn normalize(&self, mut object: DynamicObject) -> Value {
-        object.metadata.managed_fields = object
-            .metadata
-            .managed_fields
-            .take()
-            .map(|entries| {
-                entries
-                    .into_iter()
-                    .filter(|e| {
-                        e.manager
-                            .as_deref()
-                            .is_some_and(|m| m.starts_with(FIELD_MANAGER_PREFIX))
-                            && e.operation.as_deref() == Some("Apply")
-                            && e.subresource.as_deref().unwrap_or("").is_empty()
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .filter(|kept| !kept.is_empty());
-        object.types = Some(TypeMeta {
-            api_version: self.kind.resource.api_version.clone(),
-            kind: self.kind.resource.kind.clone(),
-        });
-        serde_json::to_value(object).unwrap_or(Value::Null)
     }
 
     /// Uncaches what a (re)list of `namespace` (empty: every namespace) did not return: it was
@@ -334,9 +313,17 @@ impl Informer {
     /// cache is synced once each has listed; a relist of one replaces only its namespace.
     pub(super) async fn run(
         self: Arc<Self>,
-        watches: Vec<(String, Api<DynamicObject>)>,
+        watches: Vec<(String, Api<Watched>)>,
         config: watcher::Config,
     ) {
+        // A sharded replica's child kinds are sifted as they are parsed (`super::watched`).
+        match self.sieve.as_ref().map(|(sieve, _)| sieve.clone()) {
+            Some(sieve) => SIEVE.scope(sieve, self.watch(watches, config)).await,
+            None => self.watch(watches, config).await,
+        }
+    }
+
+    async fn watch(self: Arc<Self>, watches: Vec<(String, Api<Watched>)>, config: watcher::Config) {
         let kind = self.kind.resource.kind.clone();
         if watches.is_empty() {
             // Confined to no namespace at all: there is nothing to list.
@@ -367,11 +354,10 @@ impl Informer {
                     listing.insert(n, HashSet::new());
                 }
                 Ok(Event::InitApply(object)) => {
-                    let object = self.normalize(object);
                     if let Some(seen) = listing.get_mut(&n) {
-                        seen.insert(ObjectKey::of(&object));
+                        seen.insert(object.key());
                     }
-                    self.apply(object, !self.is_synced());
+                    self.arrive(object, !self.is_synced());
                 }
                 Ok(Event::InitDone) => {
                     let namespace = &namespaces[n];
@@ -392,11 +378,9 @@ impl Informer {
                         .expect("informer lock poisoned")
                         .remove(namespace);
                 }
-                Ok(Event::Apply(object)) => self.apply(self.normalize(object), false),
+                Ok(Event::Apply(object)) => self.arrive(object, false),
                 Ok(Event::Delete(object)) => {
-                    let object = self.normalize(object);
-                    let version = object["metadata"]["resourceVersion"].as_str();
-                    self.delete(&ObjectKey::of(&object), version);
+                    self.delete(&object.key(), object.resource_version());
                 }
                 Err(error) => {
                     if let Some(message) = forbidden(&error) {

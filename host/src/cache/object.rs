@@ -64,7 +64,11 @@ const OWNER: usize = 4;
 impl Meta {
     /// The fields of a JSON object.
     pub fn of(object: &Value) -> Self {
-        let meta = &object["metadata"];
+        Self::of_metadata(&object["metadata"])
+    }
+
+    /// The fields of an object's `metadata`.
+    pub fn of_metadata(meta: &Value) -> Self {
         fn text(v: &Value) -> &str {
             v.as_str().unwrap_or("")
         }
@@ -87,7 +91,7 @@ impl Meta {
                 uid: text(&r["uid"]),
             });
         Self::new(
-            ObjectKey::of(object),
+            ObjectKey::new(text(&meta["namespace"]), text(&meta["name"])),
             meta["generation"].as_i64().unwrap_or(0),
             [text(&meta["uid"]), text(&meta["resourceVersion"])],
             controller,

@@ -1,0 +1,331 @@
+//! An object as the watch delivers it: the JSON tree, parsed once, and for a sharded replica's
+//! child kinds, parsed no further than its metadata when the object is another replica's.
+//!
+//! kube-runtime's watcher parses every object of a list or watch event into the type it is
+//! given. Its own [`DynamicObject`](kube::api::DynamicObject) parses the metadata into typed
+//! fields and buffers the rest of the object for a second pass (a flattened field), and the
+//! cache wanted a JSON tree, so each event was then converted back: three passes over every
+//! object. [`Watched`] parses straight into the tree; the watcher only needs the
+//! resourceVersion from its typed metadata.
+//!
+//! A sharded replica receives every child of every parent and keeps most of them as stubs
+//! ([`super::Sieve`]), which need only the metadata. While an informer reads its watch, its
+//! sieve is in [`SIEVE`]; the parse asks it as soon as the metadata is read (the API server
+//! writes `metadata` before `spec` and `status`), and skips the rest of another replica's
+//! child without building it. The informer judges again when it caches the object, by then
+//! with the sieve as it is; a child parsed as a stub but kept by then is cached as a stub,
+//! which the reconciler fetches whole when it needs it, as any stub.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+use super::object::Meta;
+use super::sieve::Sieve;
+use super::store::ObjectKey;
+use crate::model::FIELD_MANAGER_PREFIX;
+
+tokio::task_local! {
+    /// The sieve of the informer whose watch is being read (set around its whole watch).
+    pub static SIEVE: Arc<Sieve>;
+}
+
+/// An object of any kind, as listed or watched.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    /// Only what the watcher reads: the resourceVersion (and the name, for its logs).
+    metadata: ObjectMeta,
+    /// The whole object, or when `whole` is false what came up to its metadata.
+    object: Value,
+    /// Whether the object was parsed whole: not when the sieve made it a stub.
+    whole: bool,
+}
+
+impl Watched {
+    /// The object's [`Meta`], all a stub keeps.
+    pub fn head(&self) -> Meta {
+        Meta::of(&self.object)
+    }
+
+    /// The object's key.
+    pub fn key(&self) -> ObjectKey {
+        let meta = &self.metadata;
+        ObjectKey::new(
+            meta.namespace.as_deref().unwrap_or(""),
+            meta.name.as_deref().unwrap_or(""),
+        )
+    }
+
+    /// Its `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+
+    /// Whether the whole object was parsed (else only what a stub needs).
+    pub fn is_whole(&self) -> bool {
+        self.whole
+    }
+
+    /// The object as the cache holds it: with the kind's `apiVersion` and `kind` (list items
+    /// arrive without them), and without managedFields other than what reconhost's managers
+    /// applied (the largest part of most objects, and of no use to a plugin).
+    pub fn normalized(self, kind: &ApiResource) -> Value {
+        normalize(self.object, kind)
+    }
+}
+
+impl From<Value> for Watched {
+    fn from(object: Value) -> Self {
+        Self {
+            metadata: typed(&object["metadata"]),
+            object,
+            whole: true,
+        }
+    }
+}
+
+/// What the watcher reads of the metadata.
+fn typed(meta: &Value) -> ObjectMeta {
+    let text = |field: &str| meta[field].as_str().map(str::to_owned);
+    ObjectMeta {
+        name: text("name"),
+        namespace: text("namespace"),
+        resource_version: text("resourceVersion"),
+        ..ObjectMeta::default()
+    }
+}
+
+/// [`Watched::normalized`] for an object the host got another way (the answer to a write).
+pub fn normalize(mut object: Value, kind: &ApiResource) -> Value {
+    let Some(fields) = object.as_object_mut() else {
+        return object;
+    };
+    fields.insert("apiVersion".into(), kind.api_version.as_str().into());
+    fields.insert("kind".into(), kind.kind.as_str().into());
+    if let Some(meta) = fields.get_mut("metadata").and_then(Value::as_object_mut)
+        && let Some(managed) = meta.get_mut("managedFields")
+    {
+        let kept = match managed {
+            Value::Array(entries) => {
+                entries.retain(ours);
+                !entries.is_empty()
+            }
+            _ => false,
+        };
+        if !kept {
+            meta.remove("managedFields");
+        }
+    }
+    object
+}
+
+/// Whether a managedFields entry is one of reconhost's applies to the object itself.
+fn ours(entry: &Value) -> bool {
+    entry["manager"]
+        .as_str()
+        .is_some_and(|m| m.starts_with(FIELD_MANAGER_PREFIX))
+        && entry["operation"] == "Apply"
+        && entry["subresource"].as_str().unwrap_or("").is_empty()
+}
+
+impl<'de> Deserialize<'de> for Watched {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let sieve = SIEVE.try_with(Arc::clone).ok();
+        deserializer.deserialize_map(Fields { sieve })
+    }
+}
+
+/// Reads an object's fields into a tree, up to its metadata only if the sieve makes it a stub.
+struct Fields {
+    sieve: Option<Arc<Sieve>>,
+}
+
+impl<'de> Visitor<'de> for Fields {
+    type Value = Watched;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Watched, A::Error> {
+        let mut fields = Map::new();
+        let mut whole = true;
+        while let Some(key) = map.next_key::<String>()? {
+            if !whole {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let value: Value = map.next_value()?;
+            if key == "metadata"
+                && let Some(sieve) = &self.sieve
+            {
+                whole = sieve.keeps(&Meta::of_metadata(&value));
+            }
+            fields.insert(key, value);
+        }
+        let object = Value::Object(fields);
+        Ok(Watched {
+            metadata: typed(&object["metadata"]),
+            object,
+            whole,
+        })
+    }
+}
+
+impl Resource for Watched {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::{GroupVersionKind, WatchEvent};
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployments() -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            "deployments",
+        )
+    }
+
+    #[test]
+    fn a_watch_event_should_parse_into_the_object_the_cache_holds() {
+        let line = json!({"type": "MODIFIED", "object": {
+            "metadata": {"namespace": "a", "name": "web", "resourceVersion": "42",
+                "managedFields": [
+                    {"manager": "reconhost/webapp", "operation": "Apply", "fieldsV1": {"f:spec": {}}},
+                    {"manager": "reconhost/webapp", "operation": "Apply", "subresource": "status"},
+                    {"manager": "reconhost/webapp", "operation": "Update"},
+                    {"manager": "kube-controller-manager", "operation": "Update"}]},
+            "spec": {"replicas": 2}}})
+        .to_string();
+        let event: WatchEvent<Watched> = serde_json::from_str(&line).unwrap();
+        let WatchEvent::Modified(watched) = event else {
+            panic!("a modification: {event:?}");
+        };
+        assert_eq!(watched.meta().resource_version.as_deref(), Some("42"));
+        assert_eq!(watched.meta().name.as_deref(), Some("web"));
+        assert_eq!(
+            watched.normalized(&deployments()),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"namespace": "a", "name": "web", "resourceVersion": "42",
+                    "managedFields": [{"manager": "reconhost/webapp", "operation": "Apply",
+                        "fieldsV1": {"f:spec": {}}}]},
+                "spec": {"replicas": 2}}),
+            "typed as its kind, with only reconhost's applies to the object itself"
+        );
+    }
+
+    /// A Deployment of the WebApp `owner`, as the API server writes it: `spec` and `status`
+    /// after `metadata`.
+    fn child(name: &str, owner: &str) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"namespace": "a", "name": name, "uid": format!("u-{name}"),
+                "resourceVersion": "7", "labels": {"app": name},
+                "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "WebApp",
+                    "name": owner, "uid": format!("u-{owner}"), "controller": true}]},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "web"}]}}},
+            "status": {"observedGeneration": 1}})
+    }
+
+    #[test]
+    fn another_replicas_child_should_be_parsed_no_further_than_its_metadata() {
+        let sieve = Arc::new(Sieve::new(|parent| parent.name == "mine"));
+        sieve.parent_kind(
+            crate::cache::GroupKind::of("example.com/v1", "WebApp"),
+            true,
+        );
+        let list = json!({"apiVersion": "apps/v1", "kind": "DeploymentList",
+            "metadata": {"resourceVersion": "9"},
+            "items": [child("kept", "mine"), child("stub", "theirs")]})
+        .to_string();
+        let list: kube::core::ObjectList<Watched> =
+            SIEVE.sync_scope(sieve.clone(), || serde_json::from_str(&list).unwrap());
+        let [kept, stub] = &list.items[..] else {
+            panic!("two items: {list:?}");
+        };
+        assert!(kept.is_whole());
+        assert_eq!(
+            kept.clone().normalized(&deployments()),
+            child("kept", "mine")
+        );
+        assert!(!stub.is_whole(), "the child of another replica's parent");
+        assert_eq!(stub.head().controller().map(|o| o.name), Some("theirs"));
+        assert_eq!(stub.head().uid(), "u-stub");
+        assert_eq!(stub.head().label("app"), Some("stub"));
+        assert_eq!(stub.head().resource_version(), "7");
+        assert_eq!(
+            stub.object.get("spec"),
+            None,
+            "its spec was skipped, not built"
+        );
+
+        let line = json!({"type": "ADDED", "object": child("stub", "theirs")}).to_string();
+        let event: WatchEvent<Watched> =
+            SIEVE.sync_scope(sieve, || serde_json::from_str(&line).unwrap());
+        let WatchEvent::Added(stub) = event else {
+            panic!("an addition: {event:?}");
+        };
+        assert!(
+            !stub.is_whole(),
+            "a watch event is sifted as a list item is"
+        );
+        assert_eq!(stub.head().resource_version(), "7");
+
+        let outside: WatchEvent<Watched> = serde_json::from_str(&line).unwrap();
+        let WatchEvent::Added(whole) = outside else {
+            panic!("an addition: {outside:?}");
+        };
+        assert!(
+            whole.is_whole(),
+            "no sieve, no stub: a fetch or an unsieved kind"
+        );
+    }
+
+    #[test]
+    fn managed_fields_of_others_only_should_go_whole() {
+        let object = json!({"metadata": {"name": "web",
+            "managedFields": [{"manager": "kubectl", "operation": "Apply"}]}});
+        assert_eq!(
+            normalize(object, &deployments())["metadata"],
+            json!({"name": "web"})
+        );
+    }
+}
