@@ -351,7 +351,6 @@ impl Lifecycle {
                 // between then counts in the new step (one too many) rather than being lost
                 // to it (a step that waits for its parents' calls would wait for ever).
                 let windows = self.windows(name, &stable, &candidate);
-                controller.stage(candidate.clone(), next.stage).await;
                 let message = format!(
                     "step {} of {}: {} (passed {})",
                     step + 2,
@@ -359,7 +358,10 @@ impl Lifecycle {
                     next.describe(),
                     plan.steps[step].describe()
                 );
+                // Logged before the stage moves, so that no call the new stage routes comes
+                // before the line that says it began.
                 info!(plugin = name, step = step + 1, stage = %next.describe(), "rollout step");
+                controller.stage(candidate.clone(), next.stage).await;
                 let (parents, serves) = to_see(next.stage, controller.parents_at_stage(), before);
                 if let Some(p) = self
                     .rollouts
