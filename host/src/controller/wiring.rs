@@ -76,7 +76,8 @@ pub enum Role {
 /// The controller's queue as the watches feed it: a key goes in only if this replica owns the
 /// parent now. With sharding, every replica receives every watch event, and most of them are
 /// other replicas' parents: noting their trigger and queueing them, only for a worker to take
-/// each off the queue and skip it, cost a third of what reconciling them would.
+/// each off the queue and skip it, spent turns of the replica's CPU quota on nothing (a replica
+/// converging at its quota used 90 % of it for its own parents; see docs/BENCHMARKS.md).
 ///
 /// Nothing is lost to the filter: a handler runs after the cache holds the change, and the
 /// supervisor publishes an assignment before the controller walks the cache for the parents
