@@ -253,7 +253,7 @@ impl Informer {
 
     /// [`Informer::apply`] for an object as listed or watched: a sieved cache keeps a stub of
     /// a child its sieve does not keep, or that was parsed as one.
-    fn arrive(&self, object: Watched, initial: bool) {
+    fn arrive(&self, mut object: Watched, initial: bool) {
         let meta = object.head();
         let keep = object.is_whole()
             && self

@@ -45,12 +45,14 @@ pub struct Watched {
     object: Value,
     /// Whether the object was parsed whole: not when the sieve made it a stub.
     whole: bool,
+    /// Its [`Meta`], when the parse built it to ask the sieve.
+    head: Option<Meta>,
 }
 
 impl Watched {
-    /// The object's [`Meta`], all a stub keeps.
-    pub fn head(&self) -> Meta {
-        Meta::of(&self.object)
+    /// The object's [`Meta`], all a stub keeps (the one the parse built, if it did).
+    pub fn head(&mut self) -> Meta {
+        self.head.take().unwrap_or_else(|| Meta::of(&self.object))
     }
 
     /// The object's key.
@@ -86,6 +88,7 @@ impl From<Value> for Watched {
             metadata: typed(&object["metadata"]),
             object,
             whole: true,
+            head: None,
         }
     }
 }
@@ -156,6 +159,7 @@ impl<'de> Visitor<'de> for Fields {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Watched, A::Error> {
         let mut fields = Map::new();
         let mut whole = true;
+        let mut head = None;
         while let Some(key) = map.next_key::<String>()? {
             if !whole {
                 map.next_value::<IgnoredAny>()?;
@@ -165,7 +169,9 @@ impl<'de> Visitor<'de> for Fields {
             if key == "metadata"
                 && let Some(sieve) = &self.sieve
             {
-                whole = sieve.keeps(&Meta::of_metadata(&value));
+                let meta = Meta::of_metadata(&value);
+                whole = sieve.keeps(&meta);
+                head = Some(meta);
             }
             fields.insert(key, value);
         }
@@ -174,6 +180,7 @@ impl<'de> Visitor<'de> for Fields {
             metadata: typed(&object["metadata"]),
             object,
             whole,
+            head,
         })
     }
 }
@@ -278,19 +285,23 @@ mod tests {
         .to_string();
         let list: kube::core::ObjectList<Watched> =
             SIEVE.sync_scope(sieve.clone(), || serde_json::from_str(&list).unwrap());
-        let [kept, stub] = &list.items[..] else {
-            panic!("two items: {list:?}");
-        };
+        let [kept, mut stub]: [Watched; 2] = list.items.try_into().expect("two items");
         assert!(kept.is_whole());
         assert_eq!(
             kept.clone().normalized(&deployments()),
             child("kept", "mine")
         );
         assert!(!stub.is_whole(), "the child of another replica's parent");
-        assert_eq!(stub.head().controller().map(|o| o.name), Some("theirs"));
-        assert_eq!(stub.head().uid(), "u-stub");
-        assert_eq!(stub.head().label("app"), Some("stub"));
-        assert_eq!(stub.head().resource_version(), "7");
+        let head = stub.head();
+        assert_eq!(head.controller().map(|o| o.name), Some("theirs"));
+        assert_eq!(head.uid(), "u-stub");
+        assert_eq!(head.label("app"), Some("stub"));
+        assert_eq!(head.resource_version(), "7");
+        assert_eq!(
+            stub.head(),
+            head,
+            "the same from the object when the parse's is taken"
+        );
         assert_eq!(
             stub.object.get("spec"),
             None,
@@ -300,7 +311,7 @@ mod tests {
         let line = json!({"type": "ADDED", "object": child("stub", "theirs")}).to_string();
         let event: WatchEvent<Watched> =
             SIEVE.sync_scope(sieve, || serde_json::from_str(&line).unwrap());
-        let WatchEvent::Added(stub) = event else {
+        let WatchEvent::Added(mut stub) = event else {
             panic!("an addition: {event:?}");
         };
         assert!(
