@@ -27,3 +27,4 @@ pub use object::{Cached, Meta};
 pub use reader::{CacheReader, CallReader, ReadGuard};
 pub use sieve::Sieve;
 pub use store::{GroupKind, ObjectKey};
+pub use watched::Watched;

@@ -18,10 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use futures::StreamExt as _;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
-use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -247,7 +246,8 @@ impl Informer {
     /// Caches an object and tells the handlers, unless the cache already holds this version or
     /// a newer one (a relist replays every object, and a write the host observed may be ahead of
     /// the watch; only real changes become work).
-    fn apply(&self, object: Value, initial: bool) {
+    #[cfg(test)]
+    fn apply(&self, object: serde_json::Value, initial: bool) {
         self.arrive(Watched::from(object), initial);
     }
 
@@ -281,9 +281,8 @@ impl Informer {
     /// hear of it as of any change (another plugin may depend on the object); the watch event
     /// that follows is then a replay and ignored. This is the one way into the cache other than
     /// the watch.
-    pub fn observe_write(&self, object: DynamicObject) {
-        let object = serde_json::to_value(object).unwrap_or(Value::Null);
-        self.apply(object, false);
+    pub fn observe_write(&self, object: Watched) {
+        self.arrive(object, false);
     }
 
     /// Uncaches an object; `version` is the resourceVersion of its deletion, when known.
@@ -413,7 +412,7 @@ pub(super) mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     pub(crate) fn config_maps() -> Arc<Informer> {
         Arc::new(Informer::new(

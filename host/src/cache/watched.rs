@@ -6,7 +6,10 @@
 //! fields and buffers the rest of the object for a second pass (a flattened field), and the
 //! cache wanted a JSON tree, so each event was then converted back: three passes over every
 //! object. [`Watched`] parses straight into the tree; the watcher only needs the
-//! resourceVersion from its typed metadata.
+//! resourceVersion from its typed metadata. The applier asks for the same type, so the API
+//! server's answer to each of the host's writes, which the cache takes in too, is parsed once
+//! as well. Either way the other managers' `managedFields` entries, which the cache drops and
+//! which are most of many objects, are skipped as they are read rather than built.
 //!
 //! A sharded replica receives every child of every parent and keeps most of them as stubs
 //! ([`super::Sieve`]), which need only the metadata. While an informer reads its watch, its
@@ -22,7 +25,7 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
-use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
@@ -74,6 +77,16 @@ impl Watched {
         self.whole
     }
 
+    /// Its `metadata.uid`.
+    pub fn uid(&self) -> Option<&str> {
+        self.metadata.uid.as_deref()
+    }
+
+    /// The object as the API server sent it, but for other managers' `managedFields` entries.
+    pub fn as_value(&self) -> &Value {
+        &self.object
+    }
+
     /// The object as the cache holds it: with the kind's `apiVersion` and `kind` (list items
     /// arrive without them), and without managedFields other than what reconhost's managers
     /// applied (the largest part of most objects, and of no use to a plugin).
@@ -93,13 +106,15 @@ impl From<Value> for Watched {
     }
 }
 
-/// What the watcher reads of the metadata.
+/// What the watcher reads of the metadata, and the uid (which the applier's callers read of
+/// an object it wrote).
 fn typed(meta: &Value) -> ObjectMeta {
     let text = |field: &str| meta[field].as_str().map(str::to_owned);
     ObjectMeta {
         name: text("name"),
         namespace: text("namespace"),
         resource_version: text("resourceVersion"),
+        uid: text("uid"),
         ..ObjectMeta::default()
     }
 }
@@ -165,7 +180,11 @@ impl<'de> Visitor<'de> for Fields {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
-            let value: Value = map.next_value()?;
+            let value: Value = if key == "metadata" {
+                map.next_value_seed(Metadata)?
+            } else {
+                map.next_value()?
+            };
             if key == "metadata"
                 && let Some(sieve) = &self.sieve
             {
@@ -182,6 +201,125 @@ impl<'de> Visitor<'de> for Fields {
             whole,
             head,
         })
+    }
+}
+
+/// An object's `metadata`, its `managedFields` reduced to reconhost's applies as they are
+/// read: the other managers' entries (a `fieldsV1` tree each, as large as what they wrote) are
+/// skipped, not built and then dropped. The API server writes an entry's `manager` and
+/// `operation` before its `fieldsV1`, so most are judged before their tree.
+struct Metadata;
+
+impl<'de> DeserializeSeed<'de> for Metadata {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Metadata {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object's metadata")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut fields = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "managedFields" {
+                let kept = map.next_value_seed(Managed)?;
+                if !kept.is_empty() {
+                    fields.insert(key, Value::Array(kept));
+                }
+            } else {
+                fields.insert(key, map.next_value()?);
+            }
+        }
+        Ok(Value::Object(fields))
+    }
+
+    // Not an object: kept as it is, for the cache to judge as before.
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
+
+/// `metadata.managedFields`, only reconhost's applies to the object itself kept.
+struct Managed;
+
+impl<'de> DeserializeSeed<'de> for Managed {
+    type Value = Vec<Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<Value>, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Managed {
+    type Value = Vec<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of managedFields entries")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Value>, A::Error> {
+        let mut kept = Vec::new();
+        while let Some(entry) = seq.next_element_seed(Entry)? {
+            kept.extend(entry);
+        }
+        Ok(kept)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<Value>, E> {
+        Ok(Vec::new())
+    }
+}
+
+/// One managedFields entry: `None` when it is not one of reconhost's applies ([`ours`]), read
+/// no further than what decides it.
+struct Entry;
+
+impl<'de> DeserializeSeed<'de> for Entry {
+    type Value = Option<Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<Value>, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Entry {
+    type Value = Option<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a managedFields entry")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
+        let mut fields = Map::new();
+        let mut theirs = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if theirs {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let value: Value = map.next_value()?;
+            theirs = match key.as_str() {
+                "manager" => !value
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(FIELD_MANAGER_PREFIX)),
+                "operation" => value != "Apply",
+                _ => false,
+            };
+            fields.insert(key, value);
+        }
+        let entry = Value::Object(fields);
+        Ok((!theirs && ours(&entry)).then_some(entry))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<Value>, E> {
+        Ok(None)
     }
 }
 
@@ -249,6 +387,11 @@ mod tests {
         };
         assert_eq!(watched.meta().resource_version.as_deref(), Some("42"));
         assert_eq!(watched.meta().name.as_deref(), Some("web"));
+        assert_eq!(
+            watched.as_value()["metadata"]["managedFields"],
+            json!([{"manager": "reconhost/webapp", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]),
+            "the other entries were dropped as they were read"
+        );
         assert_eq!(
             watched.normalized(&deployments()),
             json!({"apiVersion": "apps/v1", "kind": "Deployment",
@@ -328,6 +471,41 @@ mod tests {
             whole.is_whole(),
             "no sieve, no stub: a fetch or an unsieved kind"
         );
+    }
+
+    #[test]
+    fn an_entry_should_be_judged_whatever_the_order_of_its_fields() {
+        let object = json!({"metadata": {"name": "web", "managedFields": [
+            {"fieldsV1": {"f:data": {}}, "operation": "Apply", "manager": "reconhost/a"},
+            {"fieldsV1": {"f:data": {}}, "operation": "Apply", "manager": "kubectl"},
+            {"fieldsV1": {"f:status": {}}, "subresource": "status", "manager": "reconhost/a",
+             "operation": "Apply"},
+            {"manager": "reconhost/a", "fieldsV1": {"f:data": {}}, "operation": "Update"}]},
+            "data": {"a": "1"}});
+        let watched: Watched = serde_json::from_str(&object.to_string()).unwrap();
+        assert_eq!(
+            watched.as_value()["metadata"]["managedFields"],
+            json!([{"fieldsV1": {"f:data": {}}, "operation": "Apply", "manager": "reconhost/a"}])
+        );
+        assert_eq!(watched.as_value()["data"], json!({"a": "1"}));
+    }
+
+    #[test]
+    fn no_entry_of_ours_should_leave_no_managed_fields() {
+        for fields in [
+            json!(null),
+            json!([]),
+            json!([{"manager": "kubectl", "operation": "Apply", "fieldsV1": {}}]),
+        ] {
+            let object = json!({"metadata": {"name": "web", "uid": "u", "managedFields": fields}});
+            let watched: Watched = serde_json::from_str(&object.to_string()).unwrap();
+            assert_eq!(
+                watched.as_value(),
+                &json!({"metadata": {"name": "web", "uid": "u"}}),
+                "from {fields}"
+            );
+            assert_eq!(watched.uid(), Some("u"));
+        }
     }
 
     #[test]

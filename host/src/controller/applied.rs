@@ -23,6 +23,7 @@ use serde_json::Value;
 use super::applier::Written;
 use crate::cache::GroupKind;
 use crate::planner::{self, Action, Plan};
+use kube::Resource as _;
 
 /// One parent's children: child UID → what was applied to it and the version that produced.
 #[derive(Debug, Default)]
@@ -79,30 +80,26 @@ impl Applied {
         for w in written {
             let Some(sent) = plan.children.iter().find(|c| {
                 !matches!(c.action, Action::Delete | Action::Recreate)
-                    && c.name == w.object.metadata.name.as_deref().unwrap_or("")
-                    && c.namespace == w.object.metadata.namespace.as_deref().unwrap_or("")
+                    && c.name == w.object.meta().name.as_deref().unwrap_or("")
+                    && c.namespace == w.object.meta().namespace.as_deref().unwrap_or("")
                     && GroupKind::from(&c.kind) == w.kind
             }) else {
                 continue;
             };
-            let (Some(uid), Some(version)) =
-                (&w.object.metadata.uid, &w.object.metadata.resource_version)
-            else {
+            let (Some(uid), Some(version)) = (w.object.uid(), w.object.resource_version()) else {
                 continue;
             };
             let entry = Entry {
                 body: hash(&sent.object),
-                version: version.clone(),
+                version: version.to_owned(),
             };
-            children.insert(uid.clone(), entry);
+            children.insert(uid.to_owned(), entry);
         }
         let live = |uid: &String| {
             observed
                 .iter()
                 .any(|o| o["metadata"]["uid"] == uid.as_str())
-                || written
-                    .iter()
-                    .any(|w| w.object.metadata.uid.as_ref() == Some(uid))
+                || written.iter().any(|w| w.object.uid() == Some(uid.as_str()))
         };
         children.retain(|uid, _| live(uid));
     }
@@ -125,7 +122,6 @@ mod tests {
     use super::*;
     use crate::model::KindRef;
     use crate::planner::ChildPlan;
-    use kube::api::DynamicObject;
     use serde_json::json;
 
     fn body(cpu: &str) -> Value {
@@ -166,7 +162,7 @@ mod tests {
                 group: String::new(),
                 kind: "ResourceQuota".into(),
             },
-            object: serde_json::from_value::<DynamicObject>(object).unwrap(),
+            object: crate::cache::Watched::from(object),
         }
     }
 

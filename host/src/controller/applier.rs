@@ -18,11 +18,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
+use kube::core::{ApiResource, DynamicResourceScope, Resource};
 use kube::runtime::events::{self, Recorder, Reporter};
 use serde_json::{Value, json};
 use tracing::{Instrument as _, debug, warn};
 
-use crate::cache::{GroupKind, ResolvedKind};
+use crate::cache::{GroupKind, ResolvedKind, Watched};
 use crate::metrics::PluginMetrics;
 use crate::model::MAX_EVENT_NOTE;
 use crate::model::{Event, EventType, PluginInfo, printable};
@@ -115,7 +116,7 @@ pub struct Written {
     /// Its kind.
     pub kind: GroupKind,
     /// The object.
-    pub object: DynamicObject,
+    pub object: Watched,
 }
 
 /// What carrying out a plan came to.
@@ -177,7 +178,7 @@ impl Applier {
     ) -> Result<Outcome, ApplyError> {
         let mut outcome = Outcome::default();
         let parent_kind = self.parent.group_kind();
-        let parent_written = |object: Option<DynamicObject>, outcome: &mut Outcome| {
+        let parent_written = |object: Option<Watched>, outcome: &mut Outcome| {
             if let Some(object) = object {
                 outcome.written.push(Written {
                     kind: parent_kind.clone(),
@@ -219,7 +220,7 @@ impl Applier {
         if let Some(metadata) = &plan.metadata {
             let span = tracing::debug_span!(target: "reconhost::trace", "parent.metadata");
             let object = self.metadata(parent, metadata).instrument(span).await?;
-            latest = serde_json::to_value(&object).ok();
+            latest = Some(object.as_value().clone());
             parent_written(Some(object), &mut outcome);
         }
         let status = if outcome.failed.is_empty() {
@@ -250,7 +251,7 @@ impl Applier {
         Ok(outcome)
     }
 
-    async fn child(&self, child: &ChildPlan) -> Result<Option<DynamicObject>, ApplyError> {
+    async fn child(&self, child: &ChildPlan) -> Result<Option<Watched>, ApplyError> {
         let namespace = child.namespace.as_str();
         let action = match child.action {
             Action::Create => "create",
@@ -302,7 +303,9 @@ impl Applier {
     /// if it cannot be read (gone, or the plugin's account may not get it).
     pub async fn live(&self, child: &ChildPlan) -> Option<Value> {
         let kind = self.children.get(&GroupKind::from(&child.kind))?;
-        match self.api(kind, &child.namespace).get(&child.name).await {
+        // As a `DynamicObject`: a `Watched` keeps only reconhost's managedFields entries.
+        let api: Api<DynamicObject> = self.api(kind, &child.namespace);
+        match api.get(&child.name).await {
             Ok(object) => serde_json::to_value(object).ok(),
             Err(error) => {
                 debug!(plugin = %self.info.name, target = %child.target(), %error,
@@ -315,11 +318,7 @@ impl Applier {
     /// Applies the labels and annotations the plugin sets on the parent, under its field manager
     /// and without force: a key another manager owns with another value is a conflict the
     /// plugin is told of, never taken over.
-    async fn metadata(
-        &self,
-        parent: &Value,
-        metadata: &Value,
-    ) -> Result<DynamicObject, ApplyError> {
+    async fn metadata(&self, parent: &Value, metadata: &Value) -> Result<Watched, ApplyError> {
         let name = parent["metadata"]["name"].as_str().unwrap_or("");
         let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
         let mut meta = metadata.clone();
@@ -349,7 +348,7 @@ impl Applier {
         parent: &Value,
         key: &str,
         value: &str,
-    ) -> Result<DynamicObject, ApplyError> {
+    ) -> Result<Watched, ApplyError> {
         let name = parent["metadata"]["name"].as_str().unwrap_or("");
         let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
         let patch = json!({"metadata": {"annotations": {key: value}}});
@@ -369,11 +368,7 @@ impl Applier {
     }
 
     /// Writes the parent's status; returns the parent as the API server now has it.
-    pub async fn status(
-        &self,
-        parent: &Value,
-        status: &Value,
-    ) -> Result<DynamicObject, ApplyError> {
+    pub async fn status(&self, parent: &Value, status: &Value) -> Result<Watched, ApplyError> {
         let name = parent["metadata"]["name"].as_str().unwrap_or("");
         let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
         let body = json!({
@@ -401,7 +396,7 @@ impl Applier {
         &self,
         parent: &Value,
         action: FinalizerAction,
-    ) -> Result<Option<DynamicObject>, ApplyError> {
+    ) -> Result<Option<Watched>, ApplyError> {
         let name = parent["metadata"]["name"].as_str().unwrap_or("");
         let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("");
         let ours = self.info.finalizer_name();
@@ -485,7 +480,10 @@ impl Applier {
         }
     }
 
-    fn api(&self, kind: &ResolvedKind, namespace: &str) -> Api<DynamicObject> {
+    fn api<K>(&self, kind: &ResolvedKind, namespace: &str) -> Api<K>
+    where
+        K: Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>,
+    {
         if kind.namespaced {
             Api::namespaced_with(self.client.clone(), namespace, &kind.resource)
         } else {

@@ -2,19 +2,19 @@
 //! the status of ReconcilePlugins, and the events that say what changed.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, Recorder, Reporter};
 use serde_json::{Value, json};
 use tracing::warn;
 
 use super::events;
 use crate::api::{self, ReconcilePluginStatus, UNINSTALL_FINALIZER};
-use crate::cache::InformerRef;
+use crate::cache::{InformerRef, Watched};
 
 /// Writes to ReconcilePlugins.
 pub struct Writer {
     plugins: InformerRef,
-    api: Api<DynamicObject>,
+    api: Api<Watched>,
     recorder: Recorder,
 }
 
