@@ -181,17 +181,17 @@ impl<'de> Visitor<'de> for Fields {
                 continue;
             }
             let value: Value = if key == "metadata" {
-                map.next_value_seed(Metadata)?
+                let read = map.next_value_seed(Metadata {
+                    sieve: self.sieve.as_deref(),
+                })?;
+                if let Some((meta, keep)) = read.judged {
+                    whole = keep;
+                    head = Some(meta);
+                }
+                read.tree
             } else {
                 map.next_value()?
             };
-            if key == "metadata"
-                && let Some(sieve) = &self.sieve
-            {
-                let meta = Meta::of_metadata(&value);
-                whole = sieve.keeps(&meta);
-                head = Some(meta);
-            }
             fields.insert(key, value);
         }
         let object = Value::Object(fields);
@@ -208,41 +208,99 @@ impl<'de> Visitor<'de> for Fields {
 /// read: the other managers' entries (a `fieldsV1` tree each, as large as what they wrote) are
 /// skipped, not built and then dropped. The API server writes an entry's `manager` and
 /// `operation` before its `fieldsV1`, so most are judged before their tree.
-struct Metadata;
+///
+/// With a sieve, the sieve is asked when `managedFields` is reached (the last field of
+/// `metadata` as the API server writes it, after the labels and owners the sieve reads), and
+/// a stub's entries are skipped altogether.
+struct Metadata<'s> {
+    sieve: Option<&'s Sieve>,
+}
 
-impl<'de> DeserializeSeed<'de> for Metadata {
-    type Value = Value;
+/// What reading `metadata` came to.
+struct Read {
+    tree: Value,
+    /// When there is a sieve: the object's [`Meta`], and whether the sieve keeps it whole.
+    judged: Option<(Meta, bool)>,
+}
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+impl Metadata<'_> {
+    /// The sieve's verdict on the metadata read so far.
+    fn judge(&self, fields: &mut Map<String, Value>) -> Option<(Meta, bool)> {
+        let sieve = self.sieve?;
+        let tree = Value::Object(std::mem::take(fields));
+        let meta = Meta::of_metadata(&tree);
+        let keep = sieve.keeps(&meta);
+        if let Value::Object(taken) = tree {
+            *fields = taken;
+        }
+        Some((meta, keep))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Metadata<'_> {
+    type Value = Read;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Read, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Metadata {
-    type Value = Value;
+impl<'de> Visitor<'de> for Metadata<'_> {
+    type Value = Read;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object's metadata")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Read, A::Error> {
         let mut fields = Map::new();
+        let mut judged = None;
+        // Whether fields came after the sieve was asked (not the API server's order).
+        let mut later = false;
         while let Some(key) = map.next_key::<String>()? {
-            if key == "managedFields" {
-                let kept = map.next_value_seed(Managed)?;
-                if !kept.is_empty() {
-                    fields.insert(key, Value::Array(kept));
-                }
-            } else {
+            if key != "managedFields" {
+                later = judged.is_some();
                 fields.insert(key, map.next_value()?);
+                continue;
+            }
+            if judged.is_none() {
+                judged = self.judge(&mut fields);
+            }
+            if matches!(judged, Some((_, false))) {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let kept = map.next_value_seed(Managed)?;
+            if !kept.is_empty() {
+                fields.insert(key, Value::Array(kept));
             }
         }
-        Ok(Value::Object(fields))
+        judged = match judged {
+            None => self.judge(&mut fields),
+            // Asked too early: asked again of the whole metadata. A child that was a stub
+            // then stays one (its managedFields are gone); the reconciler fetches a stub
+            // whole when it needs it.
+            Some((_, first)) if later => self
+                .judge(&mut fields)
+                .map(|(meta, keep)| (meta, keep && first)),
+            judged => judged,
+        };
+        Ok(Read {
+            tree: Value::Object(fields),
+            judged,
+        })
     }
 
     // Not an object: kept as it is, for the cache to judge as before.
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Read, E> {
+        Ok(Read {
+            tree: Value::Null,
+            judged: self.sieve.map(|sieve| {
+                let meta = Meta::of_metadata(&Value::Null);
+                let keep = sieve.keeps(&meta);
+                (meta, keep)
+            }),
+        })
     }
 }
 
@@ -471,6 +529,53 @@ mod tests {
             whole.is_whole(),
             "no sieve, no stub: a fetch or an unsieved kind"
         );
+    }
+
+    #[test]
+    fn a_stubs_managed_fields_should_be_skipped_and_a_late_field_still_judged() {
+        let sieve = Arc::new(Sieve::new(|parent| parent.name == "mine"));
+        sieve.parent_kind(
+            crate::cache::GroupKind::of("example.com/v1", "WebApp"),
+            true,
+        );
+        let ours = json!([{"manager": "reconhost/webapp", "operation": "Apply",
+            "fieldsV1": {"f:spec": {"f:replicas": {}}}}]);
+        // As the API server orders metadata (serde_json's `Map` would sort the keys).
+        let parse = |name: &str, owner: &str| -> Watched {
+            let meta = &child(name, owner)["metadata"];
+            let text = format!(
+                r#"{{"metadata": {{"name": "{name}", "namespace": "a", "uid": "u-{name}",
+                    "ownerReferences": {}, "managedFields": {ours}}}, "spec": {{"replicas": 1}}}}"#,
+                meta["ownerReferences"]
+            );
+            SIEVE.sync_scope(sieve.clone(), || serde_json::from_str(&text).unwrap())
+        };
+
+        let kept = parse("kept", "mine");
+        assert!(kept.is_whole());
+        assert_eq!(kept.as_value()["metadata"]["managedFields"], ours);
+        assert_eq!(kept.as_value()["spec"], json!({"replicas": 1}));
+
+        let stub = parse("stub", "theirs");
+        assert!(!stub.is_whole());
+        assert_eq!(
+            stub.as_value()["metadata"].get("managedFields"),
+            None,
+            "a stub's entries are not read"
+        );
+        assert_eq!(stub.as_value().get("spec"), None);
+
+        // The owner written after managedFields (not the API server's order): kept at first
+        // sight (no owner yet), the child is judged again by its real owner.
+        let text = format!(
+            r#"{{"metadata": {{"name": "late", "namespace": "a", "uid": "u-late",
+                "managedFields": {ours}, "ownerReferences": {}}}, "spec": {{}}}}"#,
+            child("late", "theirs")["metadata"]["ownerReferences"]
+        );
+        let mut late: Watched =
+            SIEVE.sync_scope(sieve.clone(), || serde_json::from_str(&text).unwrap());
+        assert_eq!(late.head().controller().map(|o| o.name), Some("theirs"));
+        assert!(!late.is_whole(), "another replica's child, however ordered");
     }
 
     #[test]
