@@ -182,6 +182,13 @@ impl Controller {
         let wiring = new.stable.wiring();
         for key in store.keys() {
             if !new.owns(&key) {
+                // Lost between the two routes: `Controller::assign` finds it already lost,
+                // so its memory goes here, as it would there (not while a reconcile of it
+                // runs, whose end would write it back).
+                if old.as_ref().is_some_and(|old| old.owns(&key)) && !self.queue.is_processing(&key)
+                {
+                    wiring.forget(&key);
+                }
                 continue;
             }
             // Gained between the two routes: an assignment published while this reroute read
