@@ -243,16 +243,16 @@ impl Informer {
         }
     }
 
-    /// Caches an object and tells the handlers, unless the cache already holds this version or
-    /// a newer one (a relist replays every object, and a write the host observed may be ahead of
-    /// the watch; only real changes become work).
+    /// [`Informer::arrive`] for a JSON object (the tests' way in).
     #[cfg(test)]
     fn apply(&self, object: serde_json::Value, initial: bool) {
         self.arrive(Watched::from(object), initial);
     }
 
-    /// [`Informer::apply`] for an object as listed or watched: a sieved cache keeps a stub of
-    /// a child its sieve does not keep, or that was parsed as one.
+    /// Caches an object as listed, watched or written, and tells the handlers, unless the
+    /// cache already holds this version or a newer one (a relist replays every object, and a
+    /// write the host observed may be ahead of the watch; only real changes become work). A
+    /// sieved cache keeps a stub of a child its sieve does not keep, or that was parsed as one.
     fn arrive(&self, mut object: Watched, initial: bool) {
         let meta = object.head();
         let keep = object.is_whole()
