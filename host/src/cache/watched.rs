@@ -119,8 +119,9 @@ fn typed(meta: &Value) -> ObjectMeta {
     }
 }
 
-/// [`Watched::normalized`] for an object the host got another way (the answer to a write).
-pub fn normalize(mut object: Value, kind: &ApiResource) -> Value {
+/// [`Watched::normalized`]. The parse has already dropped the other managers' entries; the
+/// filter here serves an object made from a tree ([`From<Value>`]).
+fn normalize(mut object: Value, kind: &ApiResource) -> Value {
     let Some(fields) = object.as_object_mut() else {
         return object;
     };
