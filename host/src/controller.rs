@@ -228,7 +228,9 @@ impl Controller {
     /// Keys no longer owned are skipped from the next dequeue on; those in flight finish
     /// ([`Controller::moving`] says when none is left), and what is remembered of them is
     /// forgotten. Parents gained are queued, after the memory kept of them (from when this
-    /// replica last owned them) is forgotten: another replica has reconciled them since.
+    /// replica last owned them) is forgotten: another replica has reconciled them since. Those
+    /// whose spec changed past what was reconciled go ahead of those at rest
+    /// ([`standing::behind`]).
     pub fn assign(&self, assignment: &Assignment) {
         let before = {
             let mut route = self.route.write().expect("route lock poisoned");
@@ -251,7 +253,8 @@ impl Controller {
                     gained += 1;
                     wiring.forget(&key);
                     wiring.triggers().record(&key, Trigger::Route, now);
-                    self.queue.add(key, Priority::Low);
+                    let priority = standing::gained_priority(&wiring, &key);
+                    self.queue.add(key, priority);
                 }
                 (true, false) => {
                     lost += 1;

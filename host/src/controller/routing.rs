@@ -214,7 +214,14 @@ impl Controller {
                 wiring
                     .triggers()
                     .record(&key, cause, std::time::Instant::now());
-                self.queue.add(key, Priority::Low);
+                // A new revision's parents are at rest; one gained is queued as `assign`
+                // would have queued it.
+                let priority = if gained {
+                    super::standing::gained_priority(wiring, &key)
+                } else {
+                    Priority::Low
+                };
+                self.queue.add(key, priority);
             }
         }
         debug!(controller = %self.name, parents = moved, "parents queued for their new revision");

@@ -9,6 +9,8 @@ use serde_json::Value;
 
 use super::Controller;
 use super::queue::Priority;
+use super::wiring::Wiring;
+use crate::cache::ObjectKey;
 use crate::model::SYNCED;
 use crate::model::record::{LastReconcile, Outcome, PAUSED_REASON};
 
@@ -149,6 +151,43 @@ pub fn state_of(parent: &Value) -> State {
     }
 }
 
+/// How soon a replica that has just gained the parent `key` reconciles it: ahead of the
+/// parents at rest (`Normal`) when it is [`behind`], else `Low`, like the parents of an
+/// initial list.
+pub fn gained_priority(wiring: &Wiring, key: &ObjectKey) -> Priority {
+    let parent = wiring.parents().store().get(&key.namespace, &key.name);
+    if parent.is_some_and(|cached| behind(&cached.value())) {
+        Priority::Normal
+    } else {
+        Priority::Low
+    }
+}
+
+/// Whether `parent` holds a generation the host has not reconciled yet: past the one its
+/// `Synced` condition (or `status.observedGeneration`) or the host's record of its last
+/// reconcile names, or with no trace of any reconcile at all. A replica that gains parents
+/// queues these ahead of the rest: their specs changed while they changed owner, and someone
+/// waits on them, where the others are at rest.
+pub fn behind(parent: &Value) -> bool {
+    let Some(generation) = parent["metadata"]["generation"].as_i64() else {
+        // No generation to compare (a kind without one): nothing says it waits.
+        return false;
+    };
+    let status_observed = parent["status"]["observedGeneration"].as_i64();
+    let synced = parent["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == SYNCED));
+    let observed = match synced {
+        // As `state_of` reads it: a condition that names no generation is taken as current.
+        Some(synced) => synced["observedGeneration"].as_i64().or(status_observed),
+        None => match LastReconcile::of(parent) {
+            Some(record) => Some(record.generation),
+            None => return status_observed.is_none_or(|o| o < generation),
+        },
+    };
+    observed.is_some_and(|o| o < generation)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +232,39 @@ mod tests {
             state_of(&json!({"metadata": {"generation": 1}})),
             State::Pending
         );
+    }
+
+    #[test]
+    fn a_parent_should_be_behind_when_its_generation_passed_what_was_reconciled() {
+        assert!(behind(&with_synced("True", "ReconcileSuccess", 1)));
+        assert!(
+            behind(&with_synced("False", "ApplyError", 1)),
+            "failed at the old one"
+        );
+        assert!(!behind(&with_synced("True", "ReconcileSuccess", 2)));
+        assert!(
+            !behind(&with_synced("False", "ReconcileError", 2)),
+            "failing at its generation: its retry is not news"
+        );
+        assert!(
+            behind(&json!({"metadata": {"generation": 1}})),
+            "never reconciled"
+        );
+        assert!(
+            !behind(&json!({"metadata": {}})),
+            "no generation to compare"
+        );
+        let record = |generation: i64| {
+            json!({"metadata": {"generation": 3, "annotations": {LAST_RECONCILE: format!(
+                r#"{{"plugin":"p","version":"1","digest":"sha256:a","generation":{generation},"time":"t","outcome":{{"result":"upToDate"}}}}"#
+            )}}})
+        };
+        assert!(behind(&record(2)), "the record names an older generation");
+        assert!(!behind(&record(3)));
+        let observed =
+            |o: i64| json!({"metadata": {"generation": 3}, "status": {"observedGeneration": o}});
+        assert!(behind(&observed(2)));
+        assert!(!behind(&observed(3)));
     }
 
     #[test]
