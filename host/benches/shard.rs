@@ -138,7 +138,13 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
         replicas::machine_busy(),
     );
     let counted0 = counted(&replicas).await;
-    let idle: Vec<f64> = replicas.iter().map(|r| r.memory().0).collect();
+    let (idle, idle_anon): (Vec<f64>, Vec<f64>) = replicas
+        .iter()
+        .map(|r| {
+            let (rss, _, anon) = r.memory();
+            (rss, anon)
+        })
+        .unzip();
     let start = Instant::now();
     let created = create(&world, s.parents).await;
     let done = convergence.all(s.parents, CONVERGE_LIMIT).await;
@@ -180,7 +186,9 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
         control_plane: plane1 - plane0,
         machine: machine1 - machine0,
         rss: Vec::new(),
+        anon: Vec::new(),
         idle,
+        idle_anon,
         children: Vec::new(),
         peak: Vec::new(),
         owned: Vec::new(),
@@ -191,8 +199,9 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
     // The last reconciles (woken by the final status writes) finish; then memory at rest.
     tokio::time::sleep(Duration::from_secs(5)).await;
     for r in &replicas {
-        let (rss, peak) = r.memory();
+        let (rss, peak, anon) = r.memory();
         figures.rss.push(rss);
+        figures.anon.push(anon);
         figures.peak.push(peak);
         figures.children.push(r.children().await);
         figures.owned.push(r.owned().await);

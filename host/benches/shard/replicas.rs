@@ -125,10 +125,11 @@ impl Replica {
         (form("whole"), form("stub"))
     }
 
-    /// Resident memory now and at its peak, MiB.
-    pub fn memory(&self) -> (f64, f64) {
-        let [peak, rss, _] = measure::memory_mib(self.host.pid().expect("running"));
-        (rss, peak)
+    /// Resident memory now, at its peak, and of it now the anonymous part (the process's
+    /// own: its heap and stacks, not the pages of its binary), MiB.
+    pub fn memory(&self) -> (f64, f64, f64) {
+        let [peak, rss, anon] = measure::memory_mib(self.host.pid().expect("running"));
+        (rss, peak, anon)
     }
 }
 

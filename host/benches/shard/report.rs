@@ -38,9 +38,15 @@ pub struct Throughput {
     pub machine: Duration,
     /// Each replica's resident memory at rest after converging, MiB.
     pub rss: Vec<f64>,
+    /// Of that, the anonymous part, MiB: the process's own, without the pages of its binary
+    /// (which every replica on a node maps from one page cache), as cAdvisor's
+    /// `container_memory_rss` counts a container's.
+    pub anon: Vec<f64>,
     /// Each replica's resident memory with the ring settled and no parent yet, MiB: what
     /// does not depend on the parents (the binary, the runtime, the compiled plugin).
     pub idle: Vec<f64>,
+    /// Of that, the anonymous part, MiB.
+    pub idle_anon: Vec<f64>,
     /// The children each replica's caches held whole and as stubs, converged.
     pub children: Vec<(f64, f64)>,
     /// Each replica's peak resident memory, MiB.
@@ -82,7 +88,7 @@ impl Throughput {
             "{} replica(s): created in {:.1} s, converged in {:.1} s; {:.0} reconciles ({:.0} \
              counted by controller_runtime_reconcile_total); CPU {:.1} s ({:.2} s per 1,000); \
              quota used {}; periods throttled {}; control plane {:.2} cores, machine {:.2} cores; \
-             RSS {} MiB (peak {}, {} with no parent); children whole/stub {}; owned {}; gained or lost {}; {} writes, {} parents written \
+             RSS {} MiB (peak {}, {} with no parent; anonymous {}, {} with no parent); children whole/stub {}; owned {}; gained or lost {}; {} writes, {} parents written \
              by two replicas",
             self.replicas,
             self.created.as_secs_f64(),
@@ -98,6 +104,8 @@ impl Throughput {
             list(&self.rss, 1),
             list(&self.peak, 1),
             list(&self.idle, 1),
+            list(&self.anon, 1),
+            list(&self.idle_anon, 1),
             self.children
                 .iter()
                 .map(|(w, s)| format!("{w:.0}/{s:.0}"))
@@ -284,6 +292,13 @@ pub fn print(s: &Settings, runs: &[Throughput], handovers: &[Handover]) {
             "- memory per replica, 3 replicas over 1: {memory:.2}× (target ≤ 0.4×): {}",
             verdict(memory <= 0.4)
         );
+        let anon = m.each(3, &|r| &r.anon) / m.each(1, &|r| &r.anon);
+        println!(
+            "- of that, the anonymous memory (without the binary's pages, which the replicas \
+             on a node share): {:.1} MiB at 3 replicas, {:.1} MiB at 1: {anon:.2}×",
+            m.each(3, &|r| &r.anon),
+            m.each(1, &|r| &r.anon),
+        );
         let above = |n| m.each(n, &|r| &r.rss) - m.each(n, &|r| &r.idle);
         println!(
             "- of that, the memory the parents cost (RSS over the same replica's with no \
@@ -403,6 +418,13 @@ fn throughput_table(s: &Settings, m: &Medians) {
         "RSS per replica with the ring settled, no parent yet",
         &|n| format!("{:.1} MiB", m.each(n, &|r| &r.idle)),
     );
+    row("of which anonymous: converged / no parent yet", &|n| {
+        format!(
+            "{:.1} / {:.1} MiB",
+            m.each(n, &|r| &r.anon),
+            m.each(n, &|r| &r.idle_anon)
+        )
+    });
     row(
         "children cached whole / as stubs per replica (last run)",
         &|n| {
