@@ -253,7 +253,7 @@ impl Controller {
                     gained += 1;
                     wiring.forget(&key);
                     wiring.triggers().record(&key, Trigger::Route, now);
-                    let priority = standing::gained_priority(&wiring, &key);
+                    let priority = self.gained_priority(&wiring, &key);
                     self.queue.add(key, priority);
                 }
                 (true, false) => {

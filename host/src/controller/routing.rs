@@ -217,7 +217,7 @@ impl Controller {
                 // A new revision's parents are at rest; one gained is queued as `assign`
                 // would have queued it.
                 let priority = if gained {
-                    super::standing::gained_priority(wiring, &key)
+                    self.gained_priority(wiring, &key)
                 } else {
                     Priority::Low
                 };

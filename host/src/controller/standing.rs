@@ -103,6 +103,22 @@ impl Controller {
         written
     }
 
+    /// How soon this replica reconciles the parent `key` it has just gained, whose cache
+    /// `wiring` holds: ahead of the parents at rest (`Normal`) when it is [`behind`], else
+    /// `Low`, like the parents of an initial list. A decorator's objects carry nothing of the
+    /// host's to tell by: all `Low`.
+    pub(super) fn gained_priority(&self, wiring: &Wiring, key: &ObjectKey) -> Priority {
+        if self.decorator {
+            return Priority::Low;
+        }
+        let parent = wiring.parents().store().get(&key.namespace, &key.name);
+        if parent.is_some_and(|cached| behind(&cached.value())) {
+            Priority::Normal
+        } else {
+            Priority::Low
+        }
+    }
+
     /// Queues the parents that still show a suspension, once the plugin has resumed: their
     /// next reconcile puts `Synced` back (a plugin that ignores its parents' status changes
     /// would not be woken by the write that showed it).
@@ -148,18 +164,6 @@ pub fn state_of(parent: &Value) -> State {
         Some(record) if matches!(record.outcome, Outcome::Failed(_)) => State::Failing,
         Some(record) if Some(record.generation) == generation => State::Synced,
         _ => State::Pending,
-    }
-}
-
-/// How soon a replica that has just gained the parent `key` reconciles it: ahead of the
-/// parents at rest (`Normal`) when it is [`behind`], else `Low`, like the parents of an
-/// initial list.
-pub fn gained_priority(wiring: &Wiring, key: &ObjectKey) -> Priority {
-    let parent = wiring.parents().store().get(&key.namespace, &key.name);
-    if parent.is_some_and(|cached| behind(&cached.value())) {
-        Priority::Normal
-    } else {
-        Priority::Low
     }
 }
 
