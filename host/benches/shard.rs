@@ -258,6 +258,13 @@ fn logged(replica: &Replica, message: &str, after: Timestamp) -> Option<Timestam
         .find(|t| *t > after)
 }
 
+/// How long before it joined at `joined` the replica was ready (plugin loaded, caches synced),
+/// in seconds; negative if it joined first (builds before a member waited to be ready).
+fn ready_before(replica: &Replica, joined: Timestamp) -> Option<f64> {
+    let ready = logged(replica, "caches synced; ready", Timestamp::UNIX_EPOCH)?;
+    Some(joined.duration_since(ready).as_secs_f64())
+}
+
 /// The replicas' logs, the killed ones' included: (name, file).
 fn logs(replicas: &[Replica], gone: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
     let mut all: Vec<(String, PathBuf)> = replicas
@@ -321,7 +328,7 @@ async fn handovers(s: &Settings) -> Vec<Handover> {
 
     // A planned move: a third replica joins two.
     let at = join(&world, s, &mut replicas, "replica-3").await;
-    let ready = logged(&replicas[2], "caches synced; ready", at).map(|t| between(at, t));
+    let ready = ready_before(&replicas[2], at);
     figures.push(Handover::of(
         "a third joins two",
         at,
@@ -364,7 +371,7 @@ async fn handovers(s: &Settings) -> Vec<Handover> {
     // Its replacement, started at once (as a Deployment does): the killed replica's Lease is
     // held until it is deleted as an orphan, a minute after it expired.
     let at = join(&world, s, &mut replicas, "replica-4").await;
-    let ready = logged(&replicas[2], "caches synced; ready", at).map(|t| between(at, t));
+    let ready = ready_before(&replicas[2], at);
     figures.push(Handover::of(
         "its replacement joins",
         at,

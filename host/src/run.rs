@@ -23,7 +23,6 @@ mod replicas;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -130,18 +129,19 @@ pub async fn run(
         guest_memory: GuestMemory::new(guest_budget),
     };
     let supervisor = Arc::new(Supervisor::new(ctx, args.cache_sync_timeout, assignment_tx));
+    // What `/readyz` says; a ring member joins only once it is true.
+    let ready = Arc::new(watch::Sender::new(false));
     let replicating = replication.start(
         client.clone(),
         lease_client,
         &supervisor,
         leading_tx,
-        metrics.clone(),
+        ready.subscribe(),
         election_stop,
     );
     let concurrency = usize::from(args.max_concurrent_reconciles);
 
     let (stop, stopped) = watch::channel(false);
-    let ready = Arc::new(AtomicBool::new(false));
     let probes = serve_probes(&args, ready.clone(), stopped.clone()).await?;
     let metrics_server = serve_metrics(&args, metrics.clone(), stopped.clone()).await?;
 
@@ -187,7 +187,7 @@ pub async fn run(
             tokio::spawn(async move {
                 if initial.wait_for(|r| *r).await.is_ok() {
                     info!("every installed plugin has been reconciled once; ready");
-                    ready.store(true, Ordering::Relaxed);
+                    ready.send_replace(true);
                 }
             });
             lifecycle.run(lifecycle_stop).await;
@@ -215,7 +215,7 @@ pub async fn run(
                 .await
                 .with_context(|| format!("starting plugin {}", path.display()))?;
         }
-        ready.store(true, Ordering::Relaxed);
+        ready.send_replace(true);
         info!(
             plugins = supervisor.len(),
             objects = informers.cached_objects(),
@@ -240,7 +240,7 @@ pub async fn run(
     }
 
     shutdown.await;
-    ready.store(false, Ordering::Relaxed);
+    ready.send_replace(false);
     stop_lifecycle.stop();
     supervisor.shutdown().await;
     // Released only once nothing reconciles any more, so the next leader never overlaps.
@@ -309,7 +309,7 @@ fn owner_of(path: &Path) -> String {
 
 async fn serve_probes(
     args: &RunArgs,
-    ready: Arc<AtomicBool>,
+    ready: Arc<watch::Sender<bool>>,
     stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let address = args.health_probe_bind_address;
@@ -322,7 +322,7 @@ async fn serve_probes(
         .route(
             "/readyz",
             get(move || {
-                let ready = ready.load(Ordering::Relaxed);
+                let ready = *ready.borrow();
                 async move {
                     if ready {
                         (StatusCode::OK, "ok")

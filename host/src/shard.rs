@@ -77,8 +77,12 @@ pub const RING_LABEL: &str = "reconhost.dev/ring";
 pub const VIEW_ANNOTATION: &str = "reconhost.dev/view";
 /// The key whose owner does the host's own writes (ReconcilePlugin status and finalizers).
 pub const LIFECYCLE: &str = "reconhost.dev/lifecycle";
-/// How long after expiring a member's Lease is deleted by whoever sees it.
-const ORPHAN_AFTER: Duration = Duration::from_secs(60);
+/// How long after expiring a member's Lease is deleted by whoever sees it: at once. A replica
+/// that starts after a member died counts that member's Lease alive for a whole duration,
+/// having never seen it change, and would leave the parents the dead member's view still gives
+/// it unserved that long; the members that saw it expire tell it so by deleting it (with its
+/// resourceVersion as a precondition, so a member that renewed meanwhile keeps its Lease).
+const ORPHAN_AFTER: Duration = Duration::ZERO;
 
 /// The ring and this replica's place in it.
 #[derive(Debug, Clone)]
@@ -170,15 +174,30 @@ impl Fence {
 /// gives `supervisor` the parents this replica owns; `leading` says whether it owns the
 /// lifecycle's key. On `stop` (after the supervisor has drained) the Lease is deleted, so the
 /// others take its parents within a retry period.
+///
+/// The replica joins (creates its Lease) only once `ready` (what `/readyz` says: its plugins
+/// loaded, its caches synced): a member that joined earlier would take parents from members
+/// serving them and leave them unserved while it loads, for as long as a plugin takes to
+/// compile or a large cache to list.
 pub async fn run(
     client: kube::Client,
     ring: Ring,
     supervisor: Arc<Supervisor>,
     leading: watch::Sender<bool>,
+    mut ready: watch::Receiver<bool>,
     fence: Fence,
-    metrics: Arc<Metrics>,
     mut stop: Stop,
 ) {
+    tokio::select! {
+        () = stop.stopped() => return,
+        ready = ready.wait_for(|ready| *ready) => {
+            // The sender lives as long as the host runs; gone, the host is stopping.
+            if ready.is_err() {
+                return;
+            }
+        }
+    }
+    let metrics = supervisor.context().metrics.clone();
     let api: Api<Lease> = Api::namespaced(client, &ring.namespace);
     let mut member = Member {
         ring: &ring,

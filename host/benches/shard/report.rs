@@ -134,8 +134,9 @@ pub struct Handover {
     late_writes: usize,
     /// When each replica that stayed published its next view, after the event.
     published: Vec<Duration>,
-    /// When a joining replica was ready (plugin loaded, caches synced), after it joined.
-    ready: Option<Duration>,
+    /// How long before it joined a joining replica was ready (plugin loaded, caches synced),
+    /// in seconds; negative if it joined first.
+    ready: Option<f64>,
 }
 
 impl Handover {
@@ -147,7 +148,7 @@ impl Handover {
         writes: &Writes,
         hot: &[String],
         mut published: Vec<Duration>,
-        ready: Option<Duration>,
+        ready: Option<f64>,
     ) -> Self {
         let moved = reconciles.moved(event, writes);
         let mut from = BTreeMap::new();
@@ -489,8 +490,8 @@ fn handover_table(handovers: &[Handover]) {
         },
     );
     row(
-        "the joining replica ready (plugin loaded, caches synced), after its Lease was created",
-        &|h| h.ready.map_or("-".into(), secs),
+        "the joining replica ready (plugin loaded, caches synced), before its Lease was created",
+        &|h| h.ready.map_or("-".into(), |s| format!("{s:.2} s")),
     );
     row(
         "writes by an old owner after its successor's first reconcile",

@@ -15,7 +15,6 @@ use crate::controller::context::HostLeases;
 use crate::controller::route::Assignment;
 use crate::controller::workers::Stop;
 use crate::leader::{self, Election, Timings};
-use crate::metrics::Metrics;
 use crate::shard::{Fence, Ring};
 use crate::supervisor::{self, Supervisor};
 
@@ -107,14 +106,15 @@ impl Replication {
     }
 
     /// Starts the task that keeps `supervisor` and `leading` up to date, until `stop`. The
-    /// ring's Lease writes go through `lease_client`, which has no fence.
+    /// ring's Lease writes go through `lease_client`, which has no fence; a ring member joins
+    /// once `ready` (what `/readyz` says) is true.
     pub fn start(
         self,
         client: kube::Client,
         lease_client: kube::Client,
         supervisor: &Arc<Supervisor>,
         leading: watch::Sender<bool>,
-        metrics: Arc<Metrics>,
+        ready: watch::Receiver<bool>,
         stop: Stop,
     ) -> Option<JoinHandle<()>> {
         match self {
@@ -137,8 +137,8 @@ impl Replication {
                 ring,
                 supervisor.clone(),
                 leading,
+                ready,
                 fence,
-                metrics,
                 stop,
             ))),
         }

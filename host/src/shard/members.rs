@@ -72,7 +72,8 @@ pub struct Reading {
 impl Observer {
     /// Reads `listed` at `now` for the member `me` (whose own Lease is left out: it knows
     /// better). A Lease seen for the first time counts as just renewed: a replica that starts
-    /// beside a dead member waits out that member's whole duration before taking its parents.
+    /// beside a dead member waits out that member's whole duration before taking its parents,
+    /// unless a member that saw it expire deletes it first (the ring does at once).
     pub fn read(
         &mut self,
         me: &str,

@@ -90,6 +90,49 @@ async fn settled(world: &World, names: &[&str]) {
     .await;
 }
 
+/// The ring's Leases: each one's name and acquireTime.
+async fn leases(world: &World) -> Vec<(String, Option<Timestamp>)> {
+    let leases = world.api("coordination.k8s.io", "v1", "Lease", "leases");
+    let selector = format!("reconhost.dev/ring={RING}");
+    let list = leases
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .expect("listing the ring's Leases");
+    list.items
+        .into_iter()
+        .map(|lease| {
+            let lease = serde_json::to_value(lease).expect("a Lease as JSON");
+            let acquired = lease["spec"]["acquireTime"]
+                .as_str()
+                .and_then(|t| t.parse().ok());
+            (lease["metadata"]["name"].as_str().unwrap_or("").to_owned(), acquired)
+        })
+        .collect()
+}
+
+/// `host`, the replica `name`, joined the ring only once it was ready: its Lease was acquired
+/// after it logged that its plugins were loaded and its caches synced, so the members serving
+/// the parents it took kept serving them while it loaded.
+async fn joined_once_ready(world: &World, host: &Host, name: &str) {
+    let ready: Timestamp = host
+        .logs()
+        .iter()
+        .find(|l| l["message"] == "caches synced; ready")
+        .and_then(|l| l["timestamp"].as_str()?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} logged no readiness"));
+    let prefix = format!("{RING}-{name}-");
+    let acquired = leases(world)
+        .await
+        .into_iter()
+        .filter(|(lease, _)| lease.starts_with(&prefix))
+        .find_map(|(_, acquired)| acquired)
+        .unwrap_or_else(|| panic!("{name}'s Lease has no acquireTime"));
+    assert!(
+        acquired >= ready,
+        "{name} joined at {acquired}, before it was ready at {ready}"
+    );
+}
+
 /// Every parent of the load owned by exactly one of `hosts`, as their metrics say, and each
 /// of them owning some.
 async fn split_exactly(hosts: &[&Host]) {
@@ -251,6 +294,7 @@ async fn sharding_scaled_up_and_down_and_restarted_under_load() {
     marks.now();
     hosts.push(replica(&world, "replica-b", None).await);
     settled(&world, &["replica-a", "replica-b"]).await;
+    joined_once_ready(&world, &hosts[1], "replica-b").await;
     marks.now();
     hosts.push(replica(&world, "replica-c", None).await);
     settled(&world, &["replica-a", "replica-b", "replica-c"]).await;
@@ -295,6 +339,18 @@ async fn a_member_killed_under_load_and_the_others_take_its_parents() {
     hosts.pop().expect("c").kill();
     let killed = Instant::now();
     settled(&world, &names[..2]).await;
+    // Its Lease goes as soon as the others see it expire: `kubectl get leases` lists the
+    // members, and a replacement started now does not count it alive for another duration.
+    eventually(
+        Duration::from_secs(5),
+        "the killed member's Lease deleted",
+        || async {
+            let left = leases(&world).await;
+            (!left.iter().any(|(name, _)| name.starts_with(&format!("{RING}-replica-c-"))))
+                .then_some(())
+        },
+    )
+    .await;
     churn.stop().await;
     split_exactly(&hosts.iter().collect::<Vec<_>>()).await;
     children_sieved(&hosts.iter().collect::<Vec<_>>()).await;
