@@ -209,6 +209,7 @@ pub async fn run(
         target: None,
         renewed: None,
         moving_since: None,
+        late: Vec::new(),
     };
     info!(ring = %ring.name, member = %ring.member, namespace = %ring.namespace,
           "sharding: reconciling the parents this member owns");
@@ -322,6 +323,8 @@ struct Member<'a> {
     renewed: Option<Instant>,
     /// When this member started draining towards `target`.
     moving_since: Option<Instant>,
+    /// The members whose Leases were late at the last reading.
+    late: Vec<String>,
 }
 
 impl Member<'_> {
@@ -377,9 +380,13 @@ impl Member<'_> {
                 return false;
             }
         };
-        let reading = self
-            .observer
-            .read(&self.ring.member, &listed, Instant::now(), ORPHAN_AFTER);
+        let reading = self.observer.read(
+            &self.ring.member,
+            &listed,
+            Instant::now(),
+            ORPHAN_AFTER,
+            timings.retry * 5 / 2,
+        );
         for (name, resource_version) in &reading.orphans {
             self.delete_orphan(name, resource_version).await;
         }
@@ -396,6 +403,7 @@ impl Member<'_> {
                 .map(|(name, _)| name.as_str())
                 .chain([self.ring.member.as_str()]),
         ));
+        let warm = self.warm(&reading);
         self.metrics.shard(view.len(), &self.supervisor.owned());
         let (whole, stubs) = self.supervisor.cached_children();
         self.metrics.shard_children(whole, stubs);
@@ -410,7 +418,8 @@ impl Member<'_> {
         }
         if *published == *view {
             self.target = Some(published.clone());
-            let claims = Claims::new(&self.ring.member, vec![published], reading.others);
+            let claims =
+                Claims::new(&self.ring.member, vec![published], reading.others).warming(warm);
             self.supervisor.assign(Assignment::Shard(Arc::new(claims)));
             return false;
         }
@@ -419,7 +428,8 @@ impl Member<'_> {
             &self.ring.member,
             vec![published, view.clone()],
             reading.others,
-        );
+        )
+        .warming(warm);
         self.supervisor.assign(Assignment::Shard(Arc::new(claims)));
         self.moving_since.get_or_insert_with(Instant::now);
         let moving = self.supervisor.moving();
@@ -430,6 +440,31 @@ impl Member<'_> {
                   "waiting for reconciles of parents this member gives up");
         }
         true
+    }
+
+    /// The view without the members whose Leases are late (two renewals missed: they may be
+    /// dead), if any are: the children of the parents this member would take from them are
+    /// fetched whole while their Leases run out, rather than one reconcile at a time after
+    /// (`Claims::warming`). A late member that renews again costs the fetches, and the
+    /// children go back to stubs.
+    fn warm(&mut self, reading: &members::Reading) -> Option<Arc<View>> {
+        if reading.late != self.late {
+            if !reading.late.is_empty() {
+                info!(members = ?reading.late, "members' Leases are late; fetching whole the children of the parents this member would take from them");
+            }
+            self.late.clone_from(&reading.late);
+        }
+        if reading.late.is_empty() {
+            return None;
+        }
+        Some(Arc::new(View::of(
+            reading
+                .others
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .filter(|name| !reading.late.iter().any(|late| late == name))
+                .chain([self.ring.member.as_str()]),
+        )))
     }
 
     /// Stops reconciling and writing at once: the Lease could not be renewed in time, so the

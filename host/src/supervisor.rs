@@ -221,6 +221,18 @@ impl Supervisor {
                     );
                 }
             });
+            // The children of parents gained, or about to be, fetched whole ahead of their
+            // reconciles.
+            let informers = self.ctx.informers.clone();
+            tokio::spawn(async move {
+                let fetched = informers.prefetch().await;
+                if fetched > 0 {
+                    tracing::debug!(
+                        objects = fetched,
+                        "children of parents to come fetched whole"
+                    );
+                }
+            });
         }
     }
 

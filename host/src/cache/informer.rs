@@ -30,6 +30,10 @@ use super::sieve::Sieve;
 use super::store::{Cached, GroupKind, Meta, ObjectKey, Store};
 use super::watched::{SIEVE, Watched};
 
+/// How many stubs [`Informer::prefetch`] fetches at once: as many as one reconcile fetches of
+/// its children, so that a prefetch weighs on the API server as one reconcile more.
+const PREFETCH_AT_ONCE: usize = 8;
+
 /// One change to a cached object, as handlers see it.
 #[derive(Debug)]
 pub struct Change<'a> {
@@ -130,6 +134,23 @@ impl Informer {
             let object = fetched.normalized(resource);
             self.store.cached(Meta::of(&object), object)
         })))
+    }
+
+    /// Fetches whole the stubs the sieve keeps now (their parents are this replica's, are about
+    /// to be, or may soon be: a member's Lease is late), [`PREFETCH_AT_ONCE`] at a time, so
+    /// that the first reconciles of those parents find their children whole; returns how many
+    /// it fetched. One that fails is left a stub: the reconcile fetches it then.
+    pub async fn prefetch(&self) -> usize {
+        let Some((sieve, _)) = &self.sieve else {
+            return 0;
+        };
+        let stubs = self.store.stubs_kept(|meta| sieve.keeps(meta));
+        futures::stream::iter(stubs)
+            .map(|stub| self.whole(stub))
+            .buffer_unordered(PREFETCH_AT_ONCE)
+            .filter(|fetched| std::future::ready(matches!(fetched, Ok(Some(_)))))
+            .count()
+            .await
     }
 
     /// Turns the whole objects the sieve no longer keeps into stubs (the replica lost their

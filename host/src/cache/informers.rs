@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -73,6 +74,8 @@ struct Inner {
     slots: Mutex<HashMap<SlotKey, Weak<Slot>>>,
     /// With sharding: what caches of child kinds keep whole.
     sieve: Option<Arc<Sieve>>,
+    /// Whether a [`Informers::prefetch`] runs.
+    prefetching: AtomicBool,
 }
 
 /// An informer's identity: its kind, the namespaces it is confined to (`None`: wherever the
@@ -136,6 +139,7 @@ impl Informers {
                     .max(1),
                 slots: Mutex::new(HashMap::new()),
                 sieve,
+                prefetching: AtomicBool::new(false),
             }),
         }
     }
@@ -173,6 +177,37 @@ impl Informers {
             crate::trim::give_back_freed_memory();
         }
         shrunk
+    }
+
+    /// Fetches whole, in every sieved cache, the stubs its sieve keeps now
+    /// ([`Informer::prefetch`]); returns how many. A prefetch already running makes this one
+    /// return at once with nothing: the sieve it reads is the latest either way, and what it
+    /// misses the reconciles fetch.
+    pub async fn prefetch(&self) -> usize {
+        if self.inner.prefetching.swap(true, Ordering::AcqRel) {
+            return 0;
+        }
+        // Cleared however this ends, a dropped future included.
+        struct Done<'a>(&'a AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _done = Done(&self.inner.prefetching);
+        let live: Vec<Arc<Slot>> = {
+            let slots = self.inner.slots.lock().expect("informer lock poisoned");
+            slots
+                .iter()
+                .filter(|(key, _)| key.2)
+                .filter_map(|(_, slot)| slot.upgrade())
+                .collect()
+        };
+        let mut fetched = 0;
+        for slot in &live {
+            fetched += slot.informer.prefetch().await;
+        }
+        fetched
     }
 
     /// The informer of a kind, resolving the kind through discovery and starting its watch if

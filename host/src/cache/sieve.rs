@@ -1,5 +1,6 @@
-//! Which children a sharded replica's caches keep whole: those of the parents it owns or is
-//! about to own. Of another replica's children it keeps a stub ([`Cached::stub`]): the
+//! Which children a sharded replica's caches keep whole: those of the parents it owns, is
+//! about to own, or would own if a member whose Lease is late died. Of another replica's
+//! children it keeps a stub ([`Cached::stub`]): the
 //! object's [`Meta`], a few hundred bytes where the object is kilobytes, which is what the
 //! indexes, the change handlers and the takeover check read. So a replica's memory for
 //! children falls with the number of replicas, with no change to what the API server sends it

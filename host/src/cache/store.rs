@@ -262,6 +262,17 @@ impl Store {
         object
     }
 
+    /// The stubs `keep` accepts: what a sieve now keeps but the cache holds only a stub of.
+    pub(super) fn stubs_kept(&self, keep: impl Fn(&Meta) -> bool) -> Vec<Arc<Cached>> {
+        let inner = self.inner.read().expect("store lock poisoned");
+        inner
+            .objects
+            .iter()
+            .filter(|e| !e.0.is_whole() && keep(&e.0.meta))
+            .map(|e| e.0.clone())
+            .collect()
+    }
+
     /// Turns every whole object `keep` refuses into a stub; returns how many it turned.
     pub(super) fn shrink(&self, keep: impl Fn(&Meta) -> bool) -> usize {
         let mut inner = self.inner.write().expect("store lock poisoned");
@@ -448,6 +459,9 @@ mod tests {
         assert!(!store.get("a", "y").unwrap().is_whole());
         assert_eq!(names(store.controlled_by("p2")), ["a/y"], "still indexed");
         assert_eq!(store.shrink(|_| false), 1, "a stub is not counted again");
+        let kept = store.stubs_kept(|m| m.controller().is_some_and(|o| o.uid == "p2"));
+        assert_eq!(names(kept), ["a/y"], "the stub kept again, not the whole x");
+        assert!(store.stubs_kept(|_| false).is_empty());
     }
 
     fn at(version: &str) -> Cached {

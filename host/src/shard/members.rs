@@ -67,6 +67,9 @@ pub struct Reading {
     /// Members whose Lease has not changed for more than its duration plus `orphan_after`:
     /// their Leases can be deleted (by name and resourceVersion).
     pub orphans: Vec<(String, String)>,
+    /// Live members (of `others`) whose Lease has not changed for `late_after` or more: they
+    /// missed renewals, and may be dead.
+    pub late: Vec<String>,
 }
 
 impl Observer {
@@ -80,12 +83,14 @@ impl Observer {
         listed: &[Seen],
         now: Instant,
         orphan_after: Duration,
+        late_after: Duration,
     ) -> Reading {
         self.records
             .retain(|name, _| listed.iter().any(|s| &s.name == name));
         let mut reading = Reading {
             others: Vec::new(),
             orphans: Vec::new(),
+            late: Vec::new(),
         };
         for seen in listed.iter().filter(|s| s.name != me) {
             let said = (seen.holder.clone(), seen.view.to_string());
@@ -109,6 +114,9 @@ impl Observer {
                 reading
                     .others
                     .push((seen.name.clone(), Arc::new(seen.view.clone())));
+                if quiet >= late_after {
+                    reading.late.push(seen.name.clone());
+                }
             } else if quiet >= seen.duration + orphan_after {
                 reading
                     .orphans
@@ -116,6 +124,7 @@ impl Observer {
             }
         }
         reading.others.sort_by(|a, b| a.0.cmp(&b.0));
+        reading.late.sort();
         reading
     }
 
@@ -172,6 +181,7 @@ mod tests {
     use super::*;
 
     const SECOND: Duration = Duration::from_secs(1);
+    const LATE: Duration = Duration::from_secs(5);
 
     fn seen(name: &str, rv: &str, holder: &str, view: &str) -> Seen {
         Seen {
@@ -194,22 +204,49 @@ mod tests {
         let t0 = Instant::now();
         let orphan = 60 * SECOND;
         let listed = [seen("a", "1", "a", "a,b"), seen("b", "7", "b", "a,b")];
-        assert_eq!(names(&observer.read("a", &listed, t0, orphan)), ["b"]);
+        assert_eq!(names(&observer.read("a", &listed, t0, orphan, LATE)), ["b"]);
         // b renews (new resourceVersion) at 10 s: alive until 25 s.
         let renewed = [seen("a", "2", "a", "a,b"), seen("b", "8", "b", "a,b")];
         assert_eq!(
-            names(&observer.read("a", &renewed, t0 + 10 * SECOND, orphan)),
+            names(&observer.read("a", &renewed, t0 + 10 * SECOND, orphan, LATE)),
             ["b"]
         );
         assert_eq!(
-            names(&observer.read("a", &renewed, t0 + 24 * SECOND, orphan)),
+            names(&observer.read("a", &renewed, t0 + 24 * SECOND, orphan, LATE)),
             ["b"]
         );
-        let gone = observer.read("a", &renewed, t0 + 25 * SECOND, orphan);
+        let gone = observer.read("a", &renewed, t0 + 25 * SECOND, orphan, LATE);
         assert!(gone.others.is_empty(), "b's lease expired");
         assert!(gone.orphans.is_empty(), "not yet an orphan");
-        let orphaned = observer.read("a", &renewed, t0 + 85 * SECOND, orphan);
+        let orphaned = observer.read("a", &renewed, t0 + 85 * SECOND, orphan, LATE);
         assert_eq!(orphaned.orphans, [("b".to_owned(), "8".to_owned())]);
+    }
+
+    #[test]
+    fn a_member_quiet_past_two_renewals_should_be_late_and_still_alive() {
+        let mut observer = Observer::default();
+        let t0 = Instant::now();
+        let listed = [seen("b", "7", "b", "a,b"), seen("c", "3", "c", "a,b,c")];
+        let first = observer.read("a", &listed, t0, 60 * SECOND, LATE);
+        assert!(first.late.is_empty(), "just seen");
+        // c renews at 4 s, b does not.
+        let renewed = [seen("b", "7", "b", "a,b"), seen("c", "4", "c", "a,b,c")];
+        observer.read("a", &renewed, t0 + 4 * SECOND, 60 * SECOND, LATE);
+        let later = observer.read("a", &renewed, t0 + 6 * SECOND, 60 * SECOND, LATE);
+        assert_eq!(later.late, ["b"]);
+        assert_eq!(
+            names(&later),
+            ["b", "c"],
+            "late, but alive until its Lease expires"
+        );
+        let again = [seen("b", "8", "b", "a,b"), seen("c", "4", "c", "a,b,c")];
+        let back = observer.read("a", &again, t0 + 7 * SECOND, 60 * SECOND, LATE);
+        assert!(back.late.is_empty(), "renewed: no longer late");
+        let gone = observer.read("a", &again, t0 + 23 * SECOND, 60 * SECOND, LATE);
+        assert!(
+            gone.late.is_empty() && names(&gone).is_empty(),
+            "dead is not late"
+        );
     }
 
     #[test]
@@ -217,7 +254,7 @@ mod tests {
         let mut observer = Observer::default();
         let t0 = Instant::now();
         let listed = [seen("b", "7", "b", "a,b")];
-        observer.read("a", &listed, t0, 60 * SECOND);
+        observer.read("a", &listed, t0, 60 * SECOND, LATE);
         assert_eq!(observer.next_expiry(t0), Some(t0 + 15 * SECOND));
         let written = |rv: &str, holder: &str, view: &str| Change::Written {
             name: "b".into(),
@@ -240,6 +277,7 @@ mod tests {
             &[seen("b", "8", "b", "a,b")],
             t0 + 18 * SECOND,
             60 * SECOND,
+            LATE,
         );
         assert!(
             gone.others.is_empty(),
@@ -284,7 +322,7 @@ mod tests {
     fn a_released_lease_should_not_count() {
         let mut observer = Observer::default();
         let listed = [seen("b", "3", "", "b")];
-        let reading = observer.read("a", &listed, Instant::now(), 60 * SECOND);
+        let reading = observer.read("a", &listed, Instant::now(), 60 * SECOND, LATE);
         assert!(reading.others.is_empty());
     }
 
@@ -292,7 +330,7 @@ mod tests {
     fn the_views_should_be_the_published_ones() {
         let mut observer = Observer::default();
         let listed = [seen("c", "1", "c", "c"), seen("b", "1", "b", "a,b,c")];
-        let reading = observer.read("a", &listed, Instant::now(), 60 * SECOND);
+        let reading = observer.read("a", &listed, Instant::now(), 60 * SECOND, LATE);
         assert_eq!(names(&reading), ["b", "c"], "sorted");
         assert_eq!(reading.others[0].1.to_string(), "a,b,c");
         assert_eq!(reading.others[1].1.to_string(), "c");

@@ -122,6 +122,9 @@ pub struct Claims {
     mine: Vec<Arc<View>>,
     /// Every other live member and the view it has published.
     others: Vec<(String, Arc<View>)>,
+    /// A view without the members whose Leases are late: what this replica would serve if
+    /// they died. Its parents' children are kept whole, and nothing more.
+    warm: Option<Arc<View>>,
 }
 
 impl Claims {
@@ -132,7 +135,15 @@ impl Claims {
             me: me.to_owned(),
             mine,
             others,
+            warm: None,
         }
+    }
+
+    /// These claims, also keeping whole the children of the parents `warm` gives this
+    /// replica ([`Claims::in_views`]); it owns no more for that.
+    pub fn warming(mut self, warm: Option<Arc<View>>) -> Self {
+        self.warm = warm;
+        self
     }
 
     /// Whether this replica reconciles the parent `key`.
@@ -141,14 +152,16 @@ impl Claims {
     }
 
     /// Whether some view of this replica's own gives it the parent `key`: it owns the parent,
-    /// or will once the others agree, or did until its move completes. What its caches keep
-    /// whole, so that a planned move finds the children already there.
+    /// or will once the others agree, or did until its move completes, or would if the
+    /// members whose Leases are late died. What its caches keep whole, so that a move finds
+    /// the children already there.
     pub fn in_views(&self, key: &ObjectKey) -> bool {
         let key = KeyHash::of(key);
         self.mine.is_empty()
             || self
                 .mine
                 .iter()
+                .chain(&self.warm)
                 .any(|v| v.owner(key) == Some(self.me.as_str()))
     }
 
@@ -301,5 +314,32 @@ mod tests {
             !claims("a", &[], &[]).owns(&ObjectKey::new("x", "y")),
             "no view: nothing"
         );
+    }
+
+    #[test]
+    fn a_warm_view_should_keep_the_children_of_what_a_late_member_would_leave_and_own_nothing() {
+        // c's Lease is late: a keeps whole the children of the parents it would get if c
+        // died, and serves no more than before.
+        let (abc, ab) = (View::of(["a", "b", "c"]), View::of(["a", "b"]));
+        let plain = claims("a", &[&abc], &[("b", &abc), ("c", &abc)]);
+        let warm = plain.clone().warming(Some(Arc::new(ab.clone())));
+        let keys = keys(3_000);
+        let mut would_gain = 0;
+        for k in &keys {
+            assert_eq!(
+                warm.owns(k),
+                plain.owns(k),
+                "{k}: warming owns nothing more"
+            );
+            let from_c =
+                abc.owner(KeyHash::of(k)) == Some("c") && ab.owner(KeyHash::of(k)) == Some("a");
+            would_gain += usize::from(from_c);
+            assert_eq!(warm.in_views(k), plain.in_views(k) || from_c, "{k}");
+        }
+        assert!(
+            (400..=600).contains(&would_gain),
+            "about half of c's third: {would_gain}"
+        );
+        assert_ne!(warm, plain, "a new assignment, so the caches follow it");
     }
 }
