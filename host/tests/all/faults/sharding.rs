@@ -105,7 +105,10 @@ async fn leases(world: &World) -> Vec<(String, Option<Timestamp>)> {
             let acquired = lease["spec"]["acquireTime"]
                 .as_str()
                 .and_then(|t| t.parse().ok());
-            (lease["metadata"]["name"].as_str().unwrap_or("").to_owned(), acquired)
+            (
+                lease["metadata"]["name"].as_str().unwrap_or("").to_owned(),
+                acquired,
+            )
         })
         .collect()
 }
@@ -346,8 +349,10 @@ async fn a_member_killed_under_load_and_the_others_take_its_parents() {
         "the killed member's Lease deleted",
         || async {
             let left = leases(&world).await;
-            (!left.iter().any(|(name, _)| name.starts_with(&format!("{RING}-replica-c-"))))
-                .then_some(())
+            (!left
+                .iter()
+                .any(|(name, _)| name.starts_with(&format!("{RING}-replica-c-"))))
+            .then_some(())
         },
     )
     .await;
