@@ -161,17 +161,20 @@ impl Informers {
             .await
     }
 
+    /// The live sieved caches, taken out of the lock to be walked.
+    fn sieved_slots(&self) -> Vec<Arc<Slot>> {
+        let slots = self.inner.slots.lock().expect("informer lock poisoned");
+        slots
+            .iter()
+            .filter(|(key, _)| key.2)
+            .filter_map(|(_, slot)| slot.upgrade())
+            .collect()
+    }
+
     /// Turns into stubs what the sieved caches no longer keep (the replica lost parents);
     /// returns how many objects it turned.
     pub fn resieve(&self) -> usize {
-        let live: Vec<Arc<Slot>> = {
-            let slots = self.inner.slots.lock().expect("informer lock poisoned");
-            slots
-                .iter()
-                .filter(|(key, _)| key.2)
-                .filter_map(|(_, slot)| slot.upgrade())
-                .collect()
-        };
+        let live = self.sieved_slots();
         let shrunk = live.iter().map(|slot| slot.informer.resieve()).sum();
         if shrunk > 0 {
             crate::trim::give_back_freed_memory();
@@ -195,14 +198,7 @@ impl Informers {
             }
         }
         let _done = Done(&self.inner.prefetching);
-        let live: Vec<Arc<Slot>> = {
-            let slots = self.inner.slots.lock().expect("informer lock poisoned");
-            slots
-                .iter()
-                .filter(|(key, _)| key.2)
-                .filter_map(|(_, slot)| slot.upgrade())
-                .collect()
-        };
+        let live = self.sieved_slots();
         let mut fetched = 0;
         for slot in &live {
             fetched += slot.informer.prefetch().await;
@@ -320,11 +316,8 @@ impl Informers {
     /// Objects in the sieved caches (children, with sharding): how many whole and how many
     /// stubs.
     pub fn sieved_objects(&self) -> (usize, usize) {
-        let slots = self.inner.slots.lock().expect("informer lock poisoned");
-        slots
+        self.sieved_slots()
             .iter()
-            .filter(|(key, _)| key.2)
-            .filter_map(|(_, slot)| slot.upgrade())
             .fold((0, 0), |(whole, stubs), slot| {
                 let store = slot.informer.store();
                 let (all, stub) = (store.len(), store.stubs());
