@@ -208,7 +208,8 @@ impl Supervisor {
             // grace period, longer than a ring member may go without renewing.
             tokio::spawn(async move { controller.staff().await });
         }
-        if self.ctx.informers.sieve().is_some() {
+        let sharded = self.ctx.informers.sieve().is_some();
+        if sharded {
             // The children of parents given up become stubs; a walk of every cached child,
             // kept off the ring's task.
             let informers = self.ctx.informers.clone();
@@ -221,8 +222,12 @@ impl Supervisor {
                     );
                 }
             });
-            // The children of parents gained, or about to be, fetched whole ahead of their
-            // reconciles.
+        }
+        // The children of parents gained, or about to be, fetched whole ahead of their
+        // reconciles. Not for a member that lost everything (it could not renew: cut off, or
+        // paused): its sieve keeps every child while it owns nothing, and fetching them all
+        // would only load an API server it may not even reach.
+        if sharded && !assignment.is_nothing() {
             let informers = self.ctx.informers.clone();
             tokio::spawn(async move {
                 let fetched = informers.prefetch().await;
