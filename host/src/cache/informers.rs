@@ -10,7 +10,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -74,8 +73,8 @@ struct Inner {
     slots: Mutex<HashMap<SlotKey, Weak<Slot>>>,
     /// With sharding: what caches of child kinds keep whole.
     sieve: Option<Arc<Sieve>>,
-    /// Whether a [`Informers::prefetch`] runs.
-    prefetching: AtomicBool,
+    /// Held by the [`Informers::prefetch`] that runs: they run one after another.
+    prefetching: tokio::sync::Mutex<()>,
 }
 
 /// An informer's identity: its kind, the namespaces it is confined to (`None`: wherever the
@@ -139,7 +138,7 @@ impl Informers {
                     .max(1),
                 slots: Mutex::new(HashMap::new()),
                 sieve,
-                prefetching: AtomicBool::new(false),
+                prefetching: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -183,21 +182,11 @@ impl Informers {
     }
 
     /// Fetches whole, in every sieved cache, the stubs its sieve keeps now
-    /// ([`Informer::prefetch`]); returns how many. A prefetch already running makes this one
-    /// return at once with nothing: the sieve it reads is the latest either way, and what it
-    /// misses the reconciles fetch.
+    /// ([`Informer::prefetch`]); returns how many. Prefetches run one after another, each
+    /// reading the sieve as it is when it starts, so one asked for while another runs still
+    /// sees the latest assignment, and finds whole what the earlier one fetched.
     pub async fn prefetch(&self) -> usize {
-        if self.inner.prefetching.swap(true, Ordering::AcqRel) {
-            return 0;
-        }
-        // Cleared however this ends, a dropped future included.
-        struct Done<'a>(&'a AtomicBool);
-        impl Drop for Done<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
-        let _done = Done(&self.inner.prefetching);
+        let _one_at_a_time = self.inner.prefetching.lock().await;
         let live = self.sieved_slots();
         let mut fetched = 0;
         for slot in &live {
