@@ -25,7 +25,7 @@ use tracing::info;
 use crate::cache::GroupKind;
 use crate::controller::route::Assignment;
 use crate::controller::{Context, Controller, PrepareError, Revision, Spec, short};
-use crate::shard::counts::{Counted, Counts, RingCounts};
+use crate::shard::counts::{self, Attempts, Counts, RingCounts};
 
 /// Why the supervisor refused or could not complete an install.
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +126,8 @@ pub struct Supervisor {
     assignment: tokio::sync::watch::Sender<Assignment>,
     /// What the other members of a sharding ring counted of the rollouts in progress.
     ring_counts: RingCounts,
+    /// Where this replica's counters of each rollout in progress start, for the others.
+    attempts: Attempts,
 }
 
 /// Makes every controller follow the replica's leadership (leader election: all parents or
@@ -164,6 +166,7 @@ impl Supervisor {
             sync_timeout,
             assignment,
             ring_counts: RingCounts::default(),
+            attempts: Attempts::default(),
         }
     }
 
@@ -171,6 +174,17 @@ impl Supervisor {
     /// their Leases last said (nothing without sharding).
     pub fn ring_counts(&self) -> &RingCounts {
         &self.ring_counts
+    }
+
+    /// Starts `owner`'s rollout attempt for the spec whose fingerprint is `fingerprint`: the
+    /// counters this replica publishes of it start now. Called before its candidate is staged.
+    pub fn start_attempt(&self, owner: &str, fingerprint: u64) {
+        let stable = self
+            .controller(owner)
+            .and_then(|c| c.current())
+            .map(|stable| stable.health().snapshot())
+            .unwrap_or_default();
+        self.attempts.start(owner, counts::tag(fingerprint), stable);
     }
 
     /// This replica's counters of each rollout in progress, for its ring Lease.
@@ -181,14 +195,13 @@ impl Supervisor {
             .filter_map(|(owner, controller)| {
                 let (candidate, _) = controller.candidate()?;
                 let stable = controller.current()?;
-                Some((
-                    owner.clone(),
-                    Counted {
-                        candidate: candidate.plugin().digest().to_owned(),
-                        stable: stable.health().snapshot(),
-                        counted: candidate.health().snapshot(),
-                    },
-                ))
+                let counted = self.attempts.counted(
+                    owner,
+                    candidate.plugin().digest(),
+                    stable.health().snapshot(),
+                    candidate.health().snapshot(),
+                )?;
+                Some((owner.clone(), counted))
             })
             .collect()
     }
@@ -497,6 +510,7 @@ impl Supervisor {
             .lock()
             .expect("supervisor lock poisoned")
             .remove(owner);
+        self.attempts.forget(owner);
         match removed {
             Some(controller) => {
                 controller.stop().await;

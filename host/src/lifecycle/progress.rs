@@ -200,6 +200,7 @@ impl Lifecycle {
             None => return Ok(()),
         };
         let stage = plan.steps[step];
+        self.supervisor.start_attempt(name, fingerprint);
         controller.stage(candidate.clone(), stage.stage).await;
         info!(plugin = name, candidate = %short(candidate.plugin().digest()),
               stable = %short(stable.plugin().digest()), step, stage = %stage.describe(),
@@ -238,10 +239,10 @@ impl Lifecycle {
             // compiled the candidate sooner can shadow its whole share before the judge
             // starts, and the step would then wait for ever on calls already made).
             (Some(stable), Some(candidate)) if status.step == 0 => (
-                Window::new(self.tally(name, stable, candidate, Role::Stable)),
+                Window::new(self.tally(name, fingerprint, stable, candidate, Role::Stable)),
                 Window::default(),
             ),
-            (Some(stable), Some(candidate)) => self.windows(name, stable, candidate),
+            (Some(stable), Some(candidate)) => self.windows(name, fingerprint, stable, candidate),
             _ => Default::default(),
         };
         // A rollout started (or taken up) at a step moves every parent of the step at once.
@@ -279,13 +280,14 @@ impl Lifecycle {
         let Some(stable) = controller.current() else {
             return;
         };
-        let (candidate, step, elapsed, digest, parents, before) = {
+        let (fingerprint, candidate, step, elapsed, digest, parents, before) = {
             let rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
             let Some(p) = rollouts.get(name) else { return };
             let Some(candidate) = p.candidate.clone() else {
                 return;
             };
             (
+                p.fingerprint,
                 candidate,
                 p.status.step as usize,
                 p.step_started.elapsed(),
@@ -301,8 +303,9 @@ impl Lifecycle {
             return;
         }
         let (stable_calls, candidate_calls) = {
-            let stable_now = self.tally(name, &stable, &candidate, Role::Stable);
-            let candidate_now = self.tally(name, &candidate, &candidate, Role::Candidate);
+            let stable_now = self.tally(name, fingerprint, &stable, &candidate, Role::Stable);
+            let candidate_now =
+                self.tally(name, fingerprint, &candidate, &candidate, Role::Candidate);
             let mut rollouts = self.rollouts.lock().expect("lifecycle lock poisoned");
             let Some(p) = rollouts.get_mut(name) else {
                 return;
@@ -350,7 +353,7 @@ impl Lifecycle {
                 // The windows start before the stage moves: a call this replica makes in
                 // between then counts in the new step (one too many) rather than being lost
                 // to it (a step that waits for its parents' calls would wait for ever).
-                let windows = self.windows(name, &stable, &candidate);
+                let windows = self.windows(name, fingerprint, &stable, &candidate);
                 let message = format!(
                     "step {} of {}: {} (passed {})",
                     step + 2,
@@ -405,26 +408,36 @@ impl Lifecycle {
     }
 
     /// Windows of the stable revision's and the candidate's calls that start now.
-    fn windows(&self, name: &str, stable: &Revision, candidate: &Revision) -> (Window, Window) {
+    fn windows(
+        &self,
+        name: &str,
+        fingerprint: u64,
+        stable: &Revision,
+        candidate: &Revision,
+    ) -> (Window, Window) {
         (
-            Window::new(self.tally(name, stable, candidate, Role::Stable)),
-            Window::new(self.tally(name, candidate, candidate, Role::Candidate)),
+            Window::new(self.tally(name, fingerprint, stable, candidate, Role::Stable)),
+            Window::new(self.tally(name, fingerprint, candidate, candidate, Role::Candidate)),
         )
     }
 
-    /// The counters of `revision` (in `role`, while `candidate` is the candidate) at each
-    /// member: this replica's now (as the member ""), the others' as their Leases last said.
+    /// The counters of `revision` (in `role`, while `candidate` is the candidate of the
+    /// attempt made for the spec whose fingerprint is `fingerprint`) at each member: this
+    /// replica's now (as the member ""), the others' as their Leases last said.
     fn tally(
         &self,
         name: &str,
+        fingerprint: u64,
         revision: &Revision,
         candidate: &Revision,
         role: Role,
     ) -> Vec<(String, Snapshot)> {
-        let mut tally = self
-            .supervisor
-            .ring_counts()
-            .of(name, candidate.plugin().digest(), role);
+        let mut tally = self.supervisor.ring_counts().of(
+            name,
+            candidate.plugin().digest(),
+            &crate::shard::counts::tag(fingerprint),
+            role,
+        );
         tally.push((String::new(), revision.health().snapshot()));
         tally
     }
@@ -485,7 +498,7 @@ impl Lifecycle {
                 };
                 // What the leader started with the step, so that this replica judges the
                 // step from its start if the lifecycle comes to it.
-                let windows = self.windows(name, &stable, candidate);
+                let windows = self.windows(name, self.fingerprint_of(name), &stable, candidate);
                 let stage = plan.steps[at].stage;
                 controller.stage(candidate.clone(), stage).await;
                 let at_stage = controller.parents_at_stage();

@@ -5,10 +5,15 @@
 //! counters in its own Lease at each renewal ([`ANNOTATION`]), and the judge sums what each
 //! member counted since the step started ([`Window`]). Pure: no cluster, no clock.
 //!
-//! Counters are a member's since it started: a member that joins mid-step counts from zero,
-//! and one that leaves keeps what it last published in the sum (its Lease is gone, its calls
-//! were made). A member's counts reach the judge a renewal late (2 s by default), which
-//! delays a verdict by as much and changes none.
+//! Counters are a member's since it started the rollout's attempt ([`Attempts`]): a member
+//! that joins mid-step counts from zero, and one that leaves keeps what it last published in
+//! the sum (its Lease is gone, its calls were made). A member's counts reach the judge a
+//! renewal late (2 s by default), which delays a verdict by as much and changes none.
+//!
+//! Each attempt is tagged with the fingerprint of the spec it runs: the same candidate digest
+//! tried again with another config (a new attempt, its counters from zero) would otherwise
+//! have the previous attempt's calls, still in a Lease for up to a renewal, counted in its
+//! first window.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -16,7 +21,8 @@ use std::sync::Mutex;
 use crate::controller::health::Snapshot;
 
 /// The Lease annotation holding a member's counters, as JSON: `{"<plugin>": {"candidate":
-/// "<digest>", "stable": [..], "counted": [..]}}`, each list [`Snapshot`]'s fields in order.
+/// "<digest>", "attempt": "<tag>", "stable": [..], "counted": [..]}}`, each list
+/// [`Snapshot`]'s fields in order.
 pub const ANNOTATION: &str = "reconhost.dev/rollout-counts";
 
 /// One plugin's counters at one member, while it runs a candidate.
@@ -24,10 +30,62 @@ pub const ANNOTATION: &str = "reconhost.dev/rollout-counts";
 pub struct Counted {
     /// The candidate's digest: the judge adds only counters of the candidate it judges.
     pub candidate: String,
-    /// The stable revision's counters.
+    /// The attempt at it ([`tag`]): the judge adds only counters of the attempt it judges.
+    pub attempt: String,
+    /// The stable revision's counters since the attempt started.
     pub stable: Snapshot,
     /// The candidate's counters.
     pub counted: Snapshot,
+}
+
+/// The tag of the rollout attempt made for the spec whose fingerprint is `fingerprint`: every
+/// member computes the same from the same spec.
+pub fn tag(fingerprint: u64) -> String {
+    format!("{fingerprint:016x}")
+}
+
+/// The rollout attempts this member runs, by plugin: where its published counters start.
+#[derive(Debug, Default)]
+pub struct Attempts {
+    started: Mutex<HashMap<String, (String, Snapshot)>>,
+}
+
+impl Attempts {
+    /// Starts counting `plugin`'s attempt `attempt` (a [`tag`]), its stable revision having
+    /// counted `stable` so far.
+    pub fn start(&self, plugin: &str, attempt: String, stable: Snapshot) {
+        self.started
+            .lock()
+            .expect("attempts lock poisoned")
+            .insert(plugin.to_owned(), (attempt, stable));
+    }
+
+    /// Forgets `plugin`'s attempt (the plugin is gone).
+    pub fn forget(&self, plugin: &str) {
+        self.started
+            .lock()
+            .expect("attempts lock poisoned")
+            .remove(plugin);
+    }
+
+    /// What this member publishes of `plugin`'s attempt, with its revisions' counters now
+    /// (the stable one's counted since the attempt started); nothing without an attempt.
+    pub fn counted(
+        &self,
+        plugin: &str,
+        candidate: &str,
+        stable: Snapshot,
+        counted: Snapshot,
+    ) -> Option<Counted> {
+        let started = self.started.lock().expect("attempts lock poisoned");
+        let (attempt, stable_from) = started.get(plugin)?;
+        Some(Counted {
+            candidate: candidate.to_owned(),
+            attempt: attempt.clone(),
+            stable: stable - *stable_from,
+            counted,
+        })
+    }
 }
 
 /// A member's counters, by plugin (the owner the supervisor knows it by).
@@ -49,6 +107,7 @@ pub fn encode(counts: &Counts) -> String {
                 plugin.clone(),
                 serde_json::json!({
                     "candidate": c.candidate,
+                    "attempt": c.attempt,
                     "stable": c.stable.to_array(),
                     "counted": c.counted.to_array(),
                 }),
@@ -83,6 +142,7 @@ pub fn decode(text: &str) -> Counts {
                 plugin,
                 Counted {
                     candidate: c["candidate"].as_str()?.to_owned(),
+                    attempt: c["attempt"].as_str()?.to_owned(),
                     stable: snapshot(&c["stable"])?,
                     counted: snapshot(&c["counted"])?,
                 },
@@ -114,13 +174,21 @@ impl RingCounts {
     }
 
     /// Each other member's counters of `plugin`'s revision in `role`, counted while it ran
-    /// the candidate `candidate`.
-    pub fn of(&self, plugin: &str, candidate: &str, role: Role) -> Vec<(String, Snapshot)> {
+    /// the candidate `candidate` in the attempt `attempt`.
+    pub fn of(
+        &self,
+        plugin: &str,
+        candidate: &str,
+        attempt: &str,
+        role: Role,
+    ) -> Vec<(String, Snapshot)> {
         let members = self.members.lock().expect("ring counts lock poisoned");
         members
             .iter()
             .filter_map(|(member, counts)| {
-                let c = counts.get(plugin).filter(|c| c.candidate == candidate)?;
+                let c = counts
+                    .get(plugin)
+                    .filter(|c| c.candidate == candidate && c.attempt == attempt)?;
                 let snapshot = match role {
                     Role::Stable => c.stable,
                     Role::Candidate => c.counted,
@@ -182,6 +250,7 @@ mod tests {
             "web".to_owned(),
             Counted {
                 candidate: "sha256:b".into(),
+                attempt: tag(7),
                 stable: calls(7, 1),
                 counted: Snapshot {
                     diverged: 2,
@@ -193,6 +262,11 @@ mod tests {
         let mut text = encode(&counts);
         text.insert_str(1, r#""old": {"candidate": "x", "stable": [1, 2]},"#);
         assert_eq!(decode(&text), counts, "a short list is left out");
+        let older = encode(&counts).replace(r#""attempt":"0000000000000007","#, "");
+        assert!(
+            decode(&older).is_empty(),
+            "a member that tags no attempt counts as having counted nothing: {older}"
+        );
         assert!(decode("not json").is_empty());
 
         let many: Counts = (0..2_000)
@@ -214,31 +288,65 @@ mod tests {
     }
 
     #[test]
-    fn the_ring_should_count_only_members_running_the_same_candidate() {
+    fn the_ring_should_count_only_members_running_the_same_attempt_at_the_same_candidate() {
         let ring = RingCounts::default();
-        let counted = |candidate: &str, n| {
+        let counted = |candidate: &str, attempt: u64, n| {
             Counts::from([(
                 "web".to_owned(),
                 Counted {
                     candidate: candidate.into(),
+                    attempt: tag(attempt),
                     stable: calls(100 + n, 0),
                     counted: calls(n, 0),
                 },
             )])
         };
         ring.observe([
-            ("b".to_owned(), counted("sha256:new", 4)),
-            ("c".to_owned(), counted("sha256:older", 9)),
+            ("b".to_owned(), counted("sha256:new", 2, 4)),
+            ("c".to_owned(), counted("sha256:older", 2, 9)),
+            // The same candidate with the config before: its Lease not yet renewed.
+            ("d".to_owned(), counted("sha256:new", 1, 30)),
         ]);
         assert_eq!(
-            ring.of("web", "sha256:new", Role::Candidate),
+            ring.of("web", "sha256:new", &tag(2), Role::Candidate),
             [("b".to_owned(), calls(4, 0))]
         );
         assert_eq!(
-            ring.of("web", "sha256:new", Role::Stable),
+            ring.of("web", "sha256:new", &tag(2), Role::Stable),
             [("b".to_owned(), calls(104, 0))]
         );
-        assert!(ring.of("other", "sha256:new", Role::Candidate).is_empty());
+        assert!(
+            ring.of("other", "sha256:new", &tag(2), Role::Candidate)
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_member_should_publish_its_stable_calls_since_the_attempt_started() {
+        let attempts = Attempts::default();
+        assert_eq!(
+            attempts.counted("web", "sha256:new", calls(50, 5), calls(0, 0)),
+            None,
+            "no attempt, nothing to publish"
+        );
+        attempts.start("web", tag(1), calls(50, 5));
+        let first = attempts.counted("web", "sha256:new", calls(60, 6), calls(8, 1));
+        assert_eq!(
+            first.map(|c| (c.attempt, c.stable, c.counted)),
+            Some((tag(1), calls(10, 1), calls(8, 1)))
+        );
+        attempts.start("web", tag(2), calls(60, 6));
+        let again = attempts.counted("web", "sha256:new", calls(63, 6), calls(2, 0));
+        assert_eq!(
+            again.map(|c| (c.attempt, c.stable)),
+            Some((tag(2), calls(3, 0))),
+            "the same candidate tried again counts afresh"
+        );
+        attempts.forget("web");
+        assert_eq!(
+            attempts.counted("web", "sha256:new", calls(70, 6), calls(3, 0)),
+            None
+        );
     }
 
     #[test]
