@@ -23,6 +23,13 @@ toolchain() {
   cp "$here/package-lock.json" "$stamp"
 }
 
+# place <component> <name>: writes it to <out-dir>/<name>.wasm by a rename, so that a host or a
+# test reading the file meanwhile sees the old component or the new one, never half of one.
+place() {
+  cp "$1" "$out/.$2.wasm.$$"
+  mv -f "$out/.$2.wasm.$$" "$out/$2.wasm"
+}
+
 # build <name> <plugin .ts, relative to the repository>
 build() {
   local name=$1 source=$2 hash cached start
@@ -34,19 +41,22 @@ build() {
   hash=$(sha256sum <<<"$hash" | cut -c1-16)
   cached="$cache/plugins/$name-$hash.wasm"
   if [ -f "$cached" ]; then
-    cp "$cached" "$out/$name.wasm"
+    place "$cached" "$name"
     echo "$name: cached ($(($(stat -c %s "$cached") / 1024)) KiB)" >&2
     return
   fi
   toolchain
   start=$SECONDS
-  if ! (cd "$here" && node build.mjs "$root/$source" "$root/$wit" "$cached.tmp") >"$cached.log" 2>&1; then
-    cat "$cached.log" >&2
+  if ! (cd "$here" && node build.mjs "$root/$source" "$root/$wit" "$cached.tmp.$$") >"$cached.log.$$" 2>&1; then
+    cat "$cached.log.$$" >&2
+    rm -f "$cached.tmp.$$" "$cached.log.$$"
     echo "building $name from $source failed" >&2
     exit 1
   fi
-  mv "$cached.tmp" "$cached"
-  cp "$cached" "$out/$name.wasm"
+  # Two builds at once (another checkout sharing the cache) each write their own temporary file.
+  mv -f "$cached.tmp.$$" "$cached"
+  mv -f "$cached.log.$$" "$cached.log"
+  place "$cached" "$name"
   echo "$name: built in $((SECONDS - start)) s ($(($(stat -c %s "$cached") / 1024)) KiB)" >&2
 }
 

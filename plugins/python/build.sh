@@ -23,6 +23,13 @@ if [ ! -x "$venv/bin/componentize-py" ]; then
 fi
 mkdir -p "$cache/plugins"
 
+# place <component> <name>: writes it to <out-dir>/<name>.wasm by a rename, so that a host or a
+# test reading the file meanwhile sees the old component or the new one, never half of one.
+place() {
+  cp "$1" "$out/.$2.wasm.$$"
+  mv -f "$out/.$2.wasm.$$" "$out/$2.wasm"
+}
+
 # build <name> <directory of app.py, relative to the repository>
 build() {
   local name=$1 dir=$2 hash cached start
@@ -37,19 +44,22 @@ build() {
   hash=$(sha256sum <<<"$hash" | cut -c1-16)
   cached="$cache/plugins/$name-$hash.wasm"
   if [ -f "$cached" ]; then
-    cp "$cached" "$out/$name.wasm"
+    place "$cached" "$name"
     echo "$name: cached ($(($(stat -c %s "$cached") / 1024)) KiB)" >&2
     return
   fi
   start=$SECONDS
   if ! "$venv/bin/componentize-py" -d "$root/$wit" -w reconciler componentize app \
-    -p "$root/$dir" -p "$here" -o "$cached.tmp" >"$cached.log" 2>&1; then
-    cat "$cached.log" >&2
+    -p "$root/$dir" -p "$here" -o "$cached.tmp.$$" >"$cached.log.$$" 2>&1; then
+    cat "$cached.log.$$" >&2
+    rm -f "$cached.tmp.$$" "$cached.log.$$"
     echo "building $name from $dir failed" >&2
     exit 1
   fi
-  mv "$cached.tmp" "$cached"
-  cp "$cached" "$out/$name.wasm"
+  # Two builds at once (another checkout sharing the cache) each write their own temporary file.
+  mv -f "$cached.tmp.$$" "$cached"
+  mv -f "$cached.log.$$" "$cached.log"
+  place "$cached" "$name"
   echo "$name: built in $((SECONDS - start)) s ($(($(stat -c %s "$cached") / 1024)) KiB)" >&2
 }
 
