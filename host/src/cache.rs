@@ -21,7 +21,7 @@ pub mod sieve;
 pub mod store;
 pub mod watched;
 
-pub use informer::{Informer, Registration, ResolvedKind};
+pub use informer::{Change, Informer, Registration, ResolvedKind};
 pub use informers::{DiscoveryError, InformerRef, Informers};
 pub use object::{Cached, Meta};
 pub use reader::{CacheReader, CallReader, ReadGuard};

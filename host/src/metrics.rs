@@ -400,6 +400,7 @@ impl Metrics {
         };
         QueueMetrics {
             depth_normal: depth("0"),
+            depth_status: depth("-50"),
             depth_low: depth("-100"),
             adds: self.adds.get_or_create_owned(&l),
             queue_duration: self.queue_duration.get_or_create_owned(&l),
@@ -642,6 +643,8 @@ impl ControllerMetrics {
 pub struct QueueMetrics {
     /// `workqueue_depth{priority="0"}`.
     pub depth_normal: Gauge,
+    /// `workqueue_depth{priority="-50"}`: status work ([`crate::controller::queue::Priority::Status`]).
+    pub depth_status: Gauge,
     /// `workqueue_depth{priority="-100"}`.
     pub depth_low: Gauge,
     /// `workqueue_adds_total`.

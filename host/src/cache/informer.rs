@@ -44,6 +44,8 @@ pub struct Change<'a> {
     /// Part of the first list after start (or of the replay a late handler gets): work it
     /// causes is of low priority.
     pub initial: bool,
+    /// The host's own write, seen in the API server's answer ([`Informer::observe_write`]).
+    pub written: bool,
 }
 
 type Handler = Arc<dyn Fn(&Change<'_>) + Send + Sync>;
@@ -223,6 +225,7 @@ impl Informer {
                 old: None,
                 new: Some(&object),
                 initial: true,
+                written: false,
             });
         }
         Registration {
@@ -267,14 +270,14 @@ impl Informer {
     /// [`Informer::arrive`] for a JSON object (the tests' way in).
     #[cfg(test)]
     fn apply(&self, object: serde_json::Value, initial: bool) {
-        self.arrive(Watched::from(object), initial);
+        self.arrive(Watched::from(object), initial, false);
     }
 
     /// Caches an object as listed, watched or written, and tells the handlers, unless the
     /// cache already holds this version or a newer one (a relist replays every object, and a
     /// write the host observed may be ahead of the watch; only real changes become work). A
     /// sieved cache keeps a stub of a child its sieve does not keep, or that was parsed as one.
-    fn arrive(&self, mut object: Watched, initial: bool) {
+    fn arrive(&self, mut object: Watched, initial: bool, written: bool) {
         let meta = object.head();
         let keep = object.is_whole()
             && self
@@ -294,6 +297,7 @@ impl Informer {
             old: old.as_deref(),
             new: Some(&new),
             initial,
+            written,
         });
     }
 
@@ -303,7 +307,7 @@ impl Informer {
     /// that follows is then a replay and ignored. This is the one way into the cache other than
     /// the watch.
     pub fn observe_write(&self, object: Watched) {
-        self.arrive(object, false);
+        self.arrive(object, false, true);
     }
 
     /// Uncaches an object; `version` is the resourceVersion of its deletion, when known.
@@ -313,6 +317,7 @@ impl Informer {
                 old: Some(&old),
                 new: None,
                 initial: false,
+                written: false,
             });
         }
     }
@@ -377,7 +382,7 @@ impl Informer {
                     if let Some(seen) = listing.get_mut(&n) {
                         seen.insert(object.key());
                     }
-                    self.arrive(object, !self.is_synced());
+                    self.arrive(object, !self.is_synced(), false);
                 }
                 Ok(Event::InitDone) => {
                     let namespace = &namespaces[n];
@@ -398,7 +403,7 @@ impl Informer {
                         .expect("informer lock poisoned")
                         .remove(namespace);
                 }
-                Ok(Event::Apply(object)) => self.arrive(object, false),
+                Ok(Event::Apply(object)) => self.arrive(object, false, false),
                 Ok(Event::Delete(object)) => {
                     self.delete(&object.key(), object.resource_version());
                 }

@@ -10,10 +10,13 @@
 //!   queue's token bucket allows (10 retries a second after a burst of 100: client-go's default
 //!   controller rate limiter), so a plugin failing on every parent cannot flood the API server
 //!   with retries.
-//! - Normal work (watch events) is served before low-priority work (initial list, resync), but
-//!   after [`STARVATION_LIMIT`] normal hand-outs in a row a ready low-priority key goes next,
-//!   so a steady stream of events cannot starve the initial list (controller-runtime's priority
-//!   queue can: kubernetes-sigs/controller-runtime#3496).
+//! - Normal work (a change that asks for something: a new generation, a create, a delete) is
+//!   served before status work (a change that only reports: a status, the host's own write
+//!   coming back), and both before low-priority work (initial list, resync). After
+//!   [`STARVATION_LIMIT`] hand-outs in a row from above a ready lower tier, that tier's oldest
+//!   key goes next, so a steady stream of events cannot starve the initial list
+//!   (controller-runtime's priority queue can: kubernetes-sigs/controller-runtime#3496), nor
+//!   a stream of changes the status work.
 //!
 //! There is no background task: `get` sleeps until the earliest delayed key is due or an add
 //! wakes it. Time is tokio's, so tests run with paused time.
@@ -28,23 +31,34 @@ use tokio::time::Instant;
 
 use crate::metrics::QueueMetrics;
 
-/// Normal hand-outs in a row after which a ready low-priority key is served.
+/// Hand-outs in a row from above a ready lower tier after which that tier's oldest key is
+/// served.
 ///
 /// Eight keeps events well ahead (low work gets at most one slot in nine while events keep
 /// coming, so an event waits behind at most one low item per eight of its peers), yet a
 /// 10,000-object initial list still drains at a ninth of the worker throughput under a
 /// continuous event storm instead of never, which is what starves in controller-runtime.
+/// With all three tiers busy, low work gets one slot in nine and status work one in ten.
 pub const STARVATION_LIMIT: u32 = 8;
 
-/// How urgent an add is. `Low` orders below `Normal`, so `max` picks the more urgent.
+/// How urgent an add is. `Low` orders below `Status` below `Normal`, so `max` picks the more
+/// urgent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Priority {
     /// Initial list and resync: the object may not have changed (controller-runtime's
     /// `handler.LowPriority`, reported as `priority="-100"`).
     Low,
-    /// A watch event, a dependency, a retry or a requeue (`priority="0"`).
+    /// A change that asks for nothing new: a status reported (the parent's, or a child's),
+    /// or the host's own write coming back (`priority="-50"`). The parent is reconciled again
+    /// all the same (its output may depend on it), after the changes that do ask.
+    Status,
+    /// A watch event that changes what is asked, a dependency, a retry or a requeue
+    /// (`priority="0"`).
     Normal,
 }
+
+/// The tiers, lowest first: index `Priority as usize`.
+const TIERS: [Priority; 3] = [Priority::Low, Priority::Status, Priority::Normal];
 
 /// Per-key exponential backoff: `base · 2^failures`, capped at `max`.
 #[derive(Debug, Clone, Copy)]
@@ -150,14 +164,13 @@ struct State<K> {
     /// Ready keys in FIFO order per priority, each tagged with the sequence number it was
     /// queued under. Raising a key's priority pushes a new entry and leaves the old one stale
     /// (its number no longer matches `ready`); stale entries are skipped when popped.
-    normal: VecDeque<(K, u64)>,
-    low: VecDeque<(K, u64)>,
+    deques: [VecDeque<(K, u64)>; 3],
     /// The authoritative set of ready keys: priority, sequence number, and when it became
     /// ready (for `workqueue_queue_duration_seconds`). A key is never both ready and processing
     /// (nor ready and delayed); a processing key may also wait on a delay.
     ready: HashMap<K, (Priority, u64, Instant)>,
-    /// Ready keys per priority (index 0 = low, 1 = normal), kept so depth is O(1).
-    depth: [i64; 2],
+    /// Ready keys per priority (index `Priority as usize`), kept so depth is O(1).
+    depth: [i64; 3],
     /// Keys handed out and not yet done, with when they were handed out.
     processing: HashMap<K, Instant>,
     /// Processing keys added again meanwhile (client-go's dirty set): made ready when their
@@ -168,8 +181,9 @@ struct State<K> {
     waiting_at: HashMap<K, (Instant, u64)>,
     /// Failures per key since it was last forgotten; only keys that failed are present.
     failures: HashMap<K, u32>,
-    /// Normal hand-outs since the last low one, for the starvation guard.
-    normal_streak: u32,
+    /// For the starvation guard, per tier below normal (index `Priority as usize`): hand-outs
+    /// from a tier above it since its last one.
+    streak: [u32; 2],
     /// The retry bucket.
     tokens: Tokens,
     /// Source of the sequence numbers above; a u64 cannot wrap in practice.
@@ -252,7 +266,7 @@ impl<K: Clone + Eq + Hash + Ord> Shared<K> {
         if current >= priority {
             return;
         }
-        // Raise it: a fresh entry at the back of the normal queue, keeping when it became
+        // Raise it: a fresh entry at the back of its new tier's queue, keeping when it became
         // ready so queue duration covers the whole wait.
         state.seq += 1;
         let seq = state.seq;
@@ -270,6 +284,9 @@ impl<K: Clone + Eq + Hash + Ord> Shared<K> {
         self.metrics
             .depth_low
             .set(state.depth[Priority::Low as usize]);
+        self.metrics
+            .depth_status
+            .set(state.depth[Priority::Status as usize]);
         self.metrics
             .depth_normal
             .set(state.depth[Priority::Normal as usize]);
@@ -289,16 +306,21 @@ impl<K: Clone + Eq + Hash + Ord> Shared<K> {
 
     /// Hands out the next ready key, applying the starvation guard.
     fn pop(&self, state: &mut State<K>) -> Option<K> {
-        let order = if state.normal_streak >= STARVATION_LIMIT {
-            [Priority::Low, Priority::Normal]
-        } else {
-            [Priority::Normal, Priority::Low]
-        };
-        let (key, priority, since) = order.into_iter().find_map(|p| state.pop_ready(p))?;
-        state.normal_streak = match priority {
-            Priority::Low => 0,
-            Priority::Normal => state.normal_streak.saturating_add(1),
-        };
+        // A starved tier first (the lowest, if two are), then the most urgent.
+        let streak = state.streak;
+        let starved = [Priority::Low, Priority::Status]
+            .into_iter()
+            .filter(|&p| streak[p as usize] >= STARVATION_LIMIT);
+        let urgent = TIERS.into_iter().rev();
+        let (key, priority, since) = starved.chain(urgent).find_map(|p| state.pop_ready(p))?;
+        for below in [Priority::Low, Priority::Status] {
+            let streak = &mut state.streak[below as usize];
+            if priority == below {
+                *streak = 0;
+            } else if priority > below {
+                *streak = streak.saturating_add(1);
+            }
+        }
         let now = Instant::now();
         self.metrics
             .queue_duration
@@ -312,10 +334,7 @@ impl<K: Clone + Eq + Hash + Ord> Shared<K> {
 
 impl<K: Clone + Eq + Hash + Ord> State<K> {
     fn deque(&mut self, priority: Priority) -> &mut VecDeque<(K, u64)> {
-        match priority {
-            Priority::Low => &mut self.low,
-            Priority::Normal => &mut self.normal,
-        }
+        &mut self.deques[priority as usize]
     }
 
     /// The oldest live entry of one priority, removed from the ready set.
@@ -337,16 +356,15 @@ impl<K: Clone + Eq + Hash + Ord + Send + 'static> WorkQueue<K> {
     /// An empty queue reporting to `metrics`, retrying failed keys with `backoff`.
     pub fn new(metrics: QueueMetrics, backoff: Backoff) -> Self {
         let state = State {
-            normal: VecDeque::new(),
-            low: VecDeque::new(),
+            deques: Default::default(),
             ready: HashMap::new(),
-            depth: [0; 2],
+            depth: [0; 3],
             processing: HashMap::new(),
             again: HashMap::new(),
             waiting: BTreeSet::new(),
             waiting_at: HashMap::new(),
             failures: HashMap::new(),
-            normal_streak: 0,
+            streak: [0; 2],
             tokens: Tokens {
                 left: Bucket::default().burst,
                 at: Instant::now(),
@@ -703,6 +721,84 @@ mod tests {
             low_at,
             [(n, 1000), (2 * n, 1001)],
             "FIFO among low, one per {n}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn status_work_should_go_between_normal_and_low_and_be_raised_by_normal() {
+        let q = queue();
+        q.add("initial", Priority::Low);
+        q.add("echo", Priority::Status);
+        q.add("spec", Priority::Normal);
+        q.add("report", Priority::Status);
+        q.add("report", Priority::Low);
+        q.add("initial-raised", Priority::Low);
+        q.add("initial-raised", Priority::Status);
+        q.add("echo-then-spec", Priority::Status);
+        q.add("echo-then-spec", Priority::Normal);
+        let mut order = Vec::new();
+        for _ in 0..6 {
+            order.push(*next(&q).await.key());
+        }
+        assert_eq!(
+            order,
+            [
+                "spec",
+                "echo-then-spec",
+                "echo",
+                "report",
+                "initial-raised",
+                "initial"
+            ]
+        );
+        assert!(
+            nothing_ready(&q).await,
+            "raised keys' old entries are skipped"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_tier_below_normal_should_get_its_turn_under_sustained_load() {
+        let q = queue::<u32>();
+        // Keys 0.. normal, 1000.. status, 2000.. low; the first two tiers are refilled as
+        // they are served, so neither ever runs out.
+        for k in 0..20 {
+            q.add(k, Priority::Normal);
+        }
+        for k in 1000..1020 {
+            q.add(k, Priority::Status);
+        }
+        q.add(2000, Priority::Low);
+        q.add(2001, Priority::Low);
+        let (mut normal, mut status) = (20.., 1020..);
+        let mut served = Vec::new();
+        for _ in 0..40 {
+            let key = *next(&q).await.key();
+            served.push(key / 1000);
+            match key {
+                0..1000 => q.add(normal.next().expect("endless"), Priority::Normal),
+                1000..2000 => q.add(status.next().expect("endless"), Priority::Status),
+                _ => {}
+            }
+        }
+        let at = |tier: u32| {
+            served
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| **t == tier)
+                .map(|(i, _)| i + 1)
+                .collect::<Vec<_>>()
+        };
+        let n = STARVATION_LIMIT as usize + 1;
+        assert_eq!(
+            at(2),
+            [n, 2 * n],
+            "low: one in nine, status counting as above it"
+        );
+        assert_eq!(
+            at(1),
+            [n + 1, 2 * n + 2, 3 * n + 2, 4 * n + 2],
+            "status: after eight above it, low's turn not counted; one in nine once low drained"
         );
     }
 

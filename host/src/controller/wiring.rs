@@ -23,7 +23,8 @@ use super::route::Assignment;
 use super::schema::{self, ParentSchema, WatchHandle};
 use super::trigger::{Seen, Trigger, Triggers};
 use crate::cache::{
-    DiscoveryError, GroupKind, Informer, InformerRef, Informers, Meta, ObjectKey, Registration,
+    Change, DiscoveryError, GroupKind, Informer, InformerRef, Informers, Meta, ObjectKey,
+    Registration,
 };
 use crate::metrics::PluginMetrics;
 use crate::model::{KindRef, group_of};
@@ -198,10 +199,15 @@ impl Wiring {
                 {
                     converge.seen(&new.meta.key, new.meta.generation, Instant::now());
                 }
-                if let (Some(old), Some(new)) = (change.old, change.new)
-                    && ignore_status.load(Ordering::Relaxed)
-                    && new.changed_only_in_status(old)
-                {
+                // The host's own write coming back asks for nothing new; whether another change
+                // does is told from the whole object, once.
+                let ignoring = ignore_status.load(Ordering::Relaxed);
+                let status_only = (ignoring || !change.written)
+                    && match (change.old, change.new) {
+                        (Some(old), Some(new)) => new.changed_only_in_status(old),
+                        _ => false,
+                    };
+                if status_only && ignoring {
                     return;
                 }
                 let cause = || {
@@ -212,7 +218,8 @@ impl Wiring {
                     }
                 };
                 triggers.record_with(&object.meta.key, cause, Instant::now());
-                inbox.add(object.meta.key.clone(), priority(change.initial));
+                let reports = change.written || status_only;
+                inbox.add(object.meta.key.clone(), priority(change.initial, reports));
             })
         };
         // A CRD that comes to declare (or drops) the host's fields changes every parent's
@@ -315,7 +322,7 @@ impl Wiring {
                     book.input_changed(&owner);
                     let seen = || Trigger::Child(Seen::of(&kind, change.new.unwrap_or(object)));
                     triggers.record_with(&owner, seen, Instant::now());
-                    inbox.add(owner, priority(change.initial));
+                    inbox.add(owner, priority(change.initial, reports_only(change)));
                 }
             }
         })
@@ -405,12 +412,34 @@ impl Wiring {
     }
 }
 
-fn priority(initial: bool) -> Priority {
-    if initial {
-        Priority::Low
-    } else {
-        Priority::Normal
+/// How urgent the work a parent's or a child's change makes is: low for the first list, status
+/// for a change that `reports` (asks for nothing new), normal for the rest.
+fn priority(initial: bool, reports: bool) -> Priority {
+    match (initial, reports) {
+        (true, _) => Priority::Low,
+        (false, true) => Priority::Status,
+        (false, false) => Priority::Normal,
     }
+}
+
+/// Whether a child's change asks its parent for nothing new: the host's own write coming back,
+/// or a change of a kind that keeps a generation in which the generation, the labels and the
+/// controller stayed (a status reported, such as the Deployment controller's). Told from the
+/// metadata alone, as every child event of every parent comes this way; a change to a child's
+/// annotations alone counts as a report too, and is reconciled all the same, after the
+/// changes that ask.
+fn reports_only(change: &Change<'_>) -> bool {
+    if change.written {
+        return true;
+    }
+    let (Some(old), Some(new)) = (change.old, change.new) else {
+        return false;
+    };
+    let (old, new) = (&old.meta, &new.meta);
+    new.generation > 0
+        && new.generation == old.generation
+        && new.controller() == old.controller()
+        && new.labels().eq(old.labels())
 }
 
 /// The key of the object's controller owner if that owner is of the parent kind. A namespaced
@@ -431,4 +460,94 @@ fn controller_of(object: &Meta, parent: &GroupKind, namespaced: bool) -> Option<
 /// Whether two kinds name the same kind (any version of it).
 pub fn same_kind(a: &KindRef, b: &KindRef) -> bool {
     GroupKind::from(a) == GroupKind::from(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::cache::Cached;
+
+    fn deployment(generation: i64, app: &str, ready: i64) -> Cached {
+        Cached::new(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {
+                "name": "web", "namespace": "team", "uid": "u1", "resourceVersion": ready.to_string(),
+                "generation": generation, "labels": {"app": app},
+                "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "WebApp", "name": "web",
+                                     "uid": "p1", "controller": true}],
+            },
+            "status": {"readyReplicas": ready},
+        }))
+    }
+
+    fn change<'a>(old: Option<&'a Cached>, new: Option<&'a Cached>, written: bool) -> Change<'a> {
+        Change {
+            old,
+            new,
+            initial: false,
+            written,
+        }
+    }
+
+    #[test]
+    fn a_child_change_should_be_status_work_only_when_it_asks_for_nothing_new() {
+        let before = deployment(1, "web", 0);
+        let ready = deployment(1, "web", 1);
+        let respecced = deployment(2, "web", 1);
+        let relabelled = deployment(1, "other", 1);
+        let mut orphaned = deployment(1, "web", 1);
+        let mut value: Value = orphaned.value();
+        value["metadata"]["ownerReferences"] = json!([]);
+        orphaned = Cached::new(value);
+        let mut unversioned = deployment(0, "web", 0);
+        let asks = |c: Change<'_>| priority(c.initial, reports_only(&c));
+
+        assert_eq!(
+            asks(change(Some(&before), Some(&ready), false)),
+            Priority::Status
+        );
+        assert_eq!(
+            asks(change(None, Some(&before), true)),
+            Priority::Status,
+            "its own create coming back"
+        );
+        for (what, new) in [
+            ("a new generation", &respecced),
+            ("other labels", &relabelled),
+            ("another controller", &orphaned),
+        ] {
+            assert_eq!(
+                asks(change(Some(&before), Some(new), false)),
+                Priority::Normal,
+                "{what}"
+            );
+        }
+        assert_eq!(
+            asks(change(None, Some(&before), false)),
+            Priority::Normal,
+            "created by someone"
+        );
+        assert_eq!(
+            asks(change(Some(&before), None, false)),
+            Priority::Normal,
+            "deleted"
+        );
+        let value = unversioned.value();
+        unversioned = Cached::new(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": value["metadata"].clone(), "data": {"a": "b"}}));
+        let changed = Cached::new(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": value["metadata"].clone(), "data": {"a": "c"}}));
+        assert_eq!(
+            asks(change(Some(&unversioned), Some(&changed), false)),
+            Priority::Normal,
+            "a kind without a generation cannot tell"
+        );
+        let initial = Change {
+            initial: true,
+            ..change(Some(&before), Some(&respecced), false)
+        };
+        assert_eq!(asks(initial), Priority::Low);
+    }
 }
