@@ -199,17 +199,10 @@ impl Wiring {
                 {
                     converge.seen(&new.meta.key, new.meta.generation, Instant::now());
                 }
-                // The host's own write coming back asks for nothing new; whether another change
-                // does is told from the whole object, once.
-                let ignoring = ignore_status.load(Ordering::Relaxed);
-                let status_only = (ignoring || !change.written)
-                    && match (change.old, change.new) {
-                        (Some(old), Some(new)) => new.changed_only_in_status(old),
-                        _ => false,
-                    };
-                if status_only && ignoring {
+                let Some(priority) = parent_priority(change, ignore_status.load(Ordering::Relaxed))
+                else {
                     return;
-                }
+                };
                 let cause = || {
                     if change.initial {
                         Trigger::Initial
@@ -218,8 +211,7 @@ impl Wiring {
                     }
                 };
                 triggers.record_with(&object.meta.key, cause, Instant::now());
-                let reports = change.written || status_only;
-                inbox.add(object.meta.key.clone(), priority(change.initial, reports));
+                inbox.add(object.meta.key.clone(), priority);
             })
         };
         // A CRD that comes to declare (or drops) the host's fields changes every parent's
@@ -422,6 +414,21 @@ fn priority(initial: bool, reports: bool) -> Priority {
     }
 }
 
+/// The priority of a parent's own change, or `None` for a change left unqueued: one in its
+/// status alone while `ignoring_status`. The host's own write coming back asks for nothing new;
+/// whether another change does is told from the whole object, once.
+fn parent_priority(change: &Change<'_>, ignoring_status: bool) -> Option<Priority> {
+    let status_only = (ignoring_status || !change.written)
+        && match (change.old, change.new) {
+            (Some(old), Some(new)) => new.changed_only_in_status(old),
+            _ => false,
+        };
+    if status_only && ignoring_status {
+        return None;
+    }
+    Some(priority(change.initial, change.written || status_only))
+}
+
 /// Whether a child's change asks its parent for nothing new: the host's own write coming back,
 /// or a change of a kind that keeps a generation in which the generation, the labels and the
 /// controller stayed (a status reported, such as the Deployment controller's). Told from the
@@ -549,5 +556,48 @@ mod tests {
             ..change(Some(&before), Some(&respecced), false)
         };
         assert_eq!(asks(initial), Priority::Low);
+    }
+
+    fn webapp(generation: i64, image: &str, observed: i64) -> Cached {
+        Cached::new(json!({
+            "apiVersion": "example.com/v1", "kind": "WebApp",
+            "metadata": {"name": "web", "namespace": "team", "uid": "p1",
+                         "resourceVersion": (generation * 10 + observed).to_string(),
+                         "generation": generation},
+            "spec": {"image": image},
+            "status": {"observedGeneration": observed},
+        }))
+    }
+
+    #[test]
+    fn a_parent_change_should_be_status_work_when_it_is_a_report_or_the_hosts_own_write() {
+        let (v1, synced) = (webapp(1, "a", 0), webapp(1, "a", 1));
+        let changed = webapp(2, "b", 1);
+        let both = |c: &Change<'_>| (parent_priority(c, false), parent_priority(c, true));
+        assert_eq!(
+            both(&change(Some(&v1), Some(&synced), true)),
+            (Some(Priority::Status), None),
+            "its own status write: status work, or nothing while status changes are ignored"
+        );
+        assert_eq!(
+            both(&change(Some(&v1), Some(&synced), false)),
+            (Some(Priority::Status), None),
+            "another writer's status"
+        );
+        assert_eq!(
+            both(&change(Some(&synced), Some(&changed), false)),
+            (Some(Priority::Normal), Some(Priority::Normal)),
+            "a new spec"
+        );
+        assert_eq!(
+            both(&change(None, Some(&v1), false)),
+            (Some(Priority::Normal), Some(Priority::Normal)),
+            "created"
+        );
+        assert_eq!(
+            both(&change(Some(&v1), None, false)),
+            (Some(Priority::Normal), Some(Priority::Normal)),
+            "deleted"
+        );
     }
 }
