@@ -12,11 +12,11 @@
 //!   with retries.
 //! - Normal work (a change that asks for something: a new generation, a create, a delete) is
 //!   served before status work (a change that only reports: a status, the host's own write
-//!   coming back), and both before low-priority work (initial list, resync). After
-//!   [`STARVATION_LIMIT`] hand-outs in a row from above a ready lower tier, that tier's oldest
-//!   key goes next, so a steady stream of events cannot starve the initial list
-//!   (controller-runtime's priority queue can: kubernetes-sigs/controller-runtime#3496), nor
-//!   a stream of changes the status work.
+//!   coming back), and both before low-priority work (initial list, resync). Once
+//!   [`STARVATION_LIMIT`] keys were handed out from above a lower tier since its last one, that
+//!   tier's oldest ready key goes next, so a steady stream of events cannot starve the initial
+//!   list (controller-runtime's priority queue can: kubernetes-sigs/controller-runtime#3496),
+//!   nor a stream of changes the status work.
 //!
 //! There is no background task: `get` sleeps until the earliest delayed key is due or an add
 //! wakes it. Time is tokio's, so tests run with paused time.
@@ -31,8 +31,8 @@ use tokio::time::Instant;
 
 use crate::metrics::QueueMetrics;
 
-/// Hand-outs in a row from above a ready lower tier after which that tier's oldest key is
-/// served.
+/// Hand-outs from above a lower tier since its last one after which that tier's oldest ready
+/// key is served.
 ///
 /// Eight keeps events well ahead (low work gets at most one slot in nine while events keep
 /// coming, so an event waits behind at most one low item per eight of its peers), yet a

@@ -480,10 +480,11 @@ mod tests {
         Cached::new(json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {
-                "name": "web", "namespace": "team", "uid": "u1", "resourceVersion": ready.to_string(),
+                "name": "web", "namespace": "team", "uid": "u1",
+                "resourceVersion": ready.to_string(),
                 "generation": generation, "labels": {"app": app},
-                "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "WebApp", "name": "web",
-                                     "uid": "p1", "controller": true}],
+                "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "WebApp",
+                                     "name": "web", "uid": "p1", "controller": true}],
             },
             "status": {"readyReplicas": ready},
         }))
