@@ -105,20 +105,22 @@ impl Triggers {
         self.record_with(key, || trigger, at);
     }
 
-    /// [`Triggers::record`], making the trigger only while traces are exported: the watch
-    /// handlers call this for every event, and a trigger names the object it saw.
+    /// [`Triggers::record`] for a cause seen (a watch event, never a scheduled one), making
+    /// the trigger only while traces are exported and no seen cause is held already: the
+    /// watch handlers call this for every event, and a trigger names the object it saw.
     pub fn record_with(&self, key: &ObjectKey, trigger: impl FnOnce() -> Trigger, at: Instant) {
         if !crate::telemetry::enabled() {
             return;
         }
-        let trigger = trigger();
         let mut pending = self.pending.lock().expect("trigger lock poisoned");
-        match pending.get(key) {
-            Some((held, _)) if !held.scheduled() || trigger.scheduled() => {}
-            _ => {
-                pending.insert(key.clone(), (trigger, at));
-            }
+        if let Some((held, _)) = pending.get(key)
+            && !held.scheduled()
+        {
+            return;
         }
+        let trigger = trigger();
+        debug_assert!(!trigger.scheduled(), "record_with takes causes seen");
+        pending.insert(key.clone(), (trigger, at));
     }
 
     /// The cause of the reconcile of `key` that begins now, and since when it waited.
@@ -170,5 +172,19 @@ mod tests {
         let attributes = cause.attributes();
         assert!(attributes.contains(&KeyValue::new("resource_version", "7")));
         assert!(attributes.contains(&KeyValue::new("trigger", "watch")));
+    }
+
+    #[test]
+    fn an_event_seen_should_not_make_a_cause_while_one_seen_is_held() {
+        crate::telemetry::enable_for_tests();
+        let triggers = Triggers::default();
+        let key = ObjectKey::new("a", "web");
+        let t0 = Instant::now();
+        triggers.record(&key, Trigger::RequeueAfter, t0);
+        triggers.record_with(&key, || seen("7"), t0);
+        triggers.record_with(&key, || panic!("made while event 7 is held"), t0);
+        assert_eq!(triggers.take(&key).map(|(t, _)| t), Some(seen("7")));
+        triggers.record_with(&key, || seen("8"), t0);
+        assert_eq!(triggers.take(&key).map(|(t, _)| t), Some(seen("8")));
     }
 }

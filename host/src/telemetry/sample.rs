@@ -1,10 +1,7 @@
-//! Head sampling at the root of a reconcile's trace, as the OpenTelemetry layer's per-layer
-//! filter. The SDK's sampler decides only once tracing-opentelemetry has made a span (its
-//! builder, its attributes formatted as strings, its timings on every exit), so with the
-//! sampler alone an unsampled reconcile still paid for every one of its spans. Here the root
-//! (`reconcile`) is drawn when it is made, and the spans below it reach the layer only when
-//! their root did: a reconcile that is not sampled costs the layer nothing, its spans are not
-//! even made unless `RUST_LOG` asks for them.
+//! Head sampling at the root of a reconcile's trace, as the trace recorder's per-layer filter
+//! ([`super::Recorder`]). The root (`reconcile`) is drawn when it is made, and the spans below
+//! it reach the recorder only when their root did: a reconcile that is not sampled costs the
+//! recorder nothing, and its debug spans are not even made unless `RUST_LOG` asks for them.
 
 use opentelemetry_sdk::trace::{IdGenerator as _, RandomIdGenerator};
 use tracing::subscriber::Interest;
