@@ -125,7 +125,11 @@ where
                 self.ids.new_trace_id(),
                 SpanId::INVALID,
                 None,
-                Some(Box::default()),
+                // Room for a reconcile that writes a few children, in one allocation.
+                Some(Box::new(Trace {
+                    done: Vec::with_capacity(16),
+                    ..Trace::default()
+                })),
             ),
         };
         let mut open = Open {
