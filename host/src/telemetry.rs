@@ -184,10 +184,7 @@ pub async fn timed<F: Future>(work: F) -> (F::Output, Option<String>) {
     let scoped = RECONCILE.scope(RefCell::new(None), work);
     let mut scoped = std::pin::pin!(scoped);
     let output = scoped.as_mut().await;
-    let id = scoped
-        .as_mut()
-        .take_value()
-        .and_then(RefCell::into_inner);
+    let id = scoped.as_mut().take_value().and_then(RefCell::into_inner);
     (output, id)
 }
 

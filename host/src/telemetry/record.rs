@@ -65,8 +65,11 @@ impl Open {
 /// What a root holds until it closes.
 #[derive(Default)]
 pub(super) struct Trace {
-    /// Boxed: a vector of whole records would pass 1 KiB with the eighth span, and glibc
-    /// sweeps all its fast bins (`malloc_consolidate`) before every allocation that large.
+    #[allow(
+        clippy::vec_box,
+        reason = "a vector of whole records passes 1 KiB at the sixth, and glibc sweeps all \
+                  its fast bins (`malloc_consolidate`) before every allocation that large"
+    )]
     done: Vec<Box<Closed>>,
     dropped: u32,
     /// Its [`OUTCOME`] was recorded: the trace is exported.
@@ -232,7 +235,8 @@ impl<P: SpanProcessor> Recorder<P> {
         }
         for closed in done {
             let Closed { span, name, end } = *closed;
-            self.processor.on_end(self.data(span, name, end, Vec::new()));
+            self.processor
+                .on_end(self.data(span, name, end, Vec::new()));
         }
         self.processor.on_end(self.data(root, name, end, links));
     }
@@ -278,7 +282,13 @@ impl<P: SpanProcessor> Recorder<P> {
 }
 
 fn context(trace_id: TraceId, span_id: SpanId) -> SpanContext {
-    SpanContext::new(trace_id, span_id, TraceFlags::SAMPLED, false, TraceState::NONE)
+    SpanContext::new(
+        trace_id,
+        span_id,
+        TraceFlags::SAMPLED,
+        false,
+        TraceState::NONE,
+    )
 }
 
 /// The wall-clock time of `instant`, a moment in the past.
@@ -397,7 +407,10 @@ pub(super) mod tests {
         }
 
         pub fn names(&self) -> Vec<String> {
-            self.spans().into_iter().map(|s| s.name.into_owned()).collect()
+            self.spans()
+                .into_iter()
+                .map(|s| s.name.into_owned())
+                .collect()
         }
     }
 
@@ -451,7 +464,10 @@ pub(super) mod tests {
     #[test]
     fn a_reconcile_that_changed_nothing_should_be_dropped_whole_and_others_kept_whole() {
         let kept = recorded(|| reconcile(None));
-        assert!(kept.spans().is_empty(), "an unchanged reconcile was exported");
+        assert!(
+            kept.spans().is_empty(),
+            "an unchanged reconcile was exported"
+        );
 
         let kept = recorded(|| {
             reconcile(Some("changed"));
@@ -563,4 +579,3 @@ pub(super) mod tests {
         assert!(queue.start_time <= queue.end_time && queue.end_time <= root.end_time);
     }
 }
-
