@@ -34,7 +34,10 @@ mod tests {
     fn a_request_should_name_the_span_it_is_made_in_and_its_trace() {
         super::super::enable_for_tests();
         let kept = Kept::default();
+        // A log layer that takes every span, so that spans outside the trace exist too.
+        let logs = tracing_subscriber::fmt::layer().with_writer(std::io::sink);
         let subscriber = tracing_subscriber::registry()
+            .with(logs)
             .with(Recorder::new(std::sync::Arc::new(kept.clone())).with_filter(Sampled::new(1.0)));
         tracing::subscriber::with_default(subscriber, || {
             let root = tracing::info_span!(target: TARGET, "reconcile", outcome = "changed");
@@ -44,7 +47,10 @@ mod tests {
             child.in_scope(|| inject(&mut headers));
             drop(child);
             let mut untraced = http::HeaderMap::new();
-            tracing::info_span!("not.traced").in_scope(|| inject(&mut untraced));
+            let other = tracing::info_span!("not.traced");
+            assert!(!other.is_disabled(), "the log layer keeps it");
+            other.in_scope(|| inject(&mut untraced));
+            drop(other);
             drop(_root);
             drop(root);
 

@@ -10,11 +10,11 @@
 //! Why not `tracing-opentelemetry`: its layer starts an SDK span for every span it sees (a
 //! builder, then a context for each parent with children, a lock per span, the SDK's span on
 //! close), and an unchanged reconcile's spans were made only to be dropped by a processor that
-//! held every trace until its root ended. Measured beside this layer, that machinery was most
-//! of full sampling's CPU (docs/BENCHMARKS.md). The ids are drawn here, so a request made
-//! inside a span can name it in its `traceparent` before the span is exported
-//! ([`super::propagate`]); what leaves the process is the SDK's: its batch processor and the
-//! OTLP exporter.
+//! held every trace until its root ended. Measured beside this layer, that machinery was about
+//! four of full sampling's nine points of CPU (docs/BENCHMARKS.md, *The trace recorder*). The
+//! ids are drawn here, so a request made inside a span can name it in its `traceparent` before
+//! the span is exported ([`super::propagate`]); what leaves the process is the SDK's: its batch
+//! processor and the OTLP exporter.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -67,8 +67,8 @@ impl Open {
 pub(super) struct Trace {
     #[allow(
         clippy::vec_box,
-        reason = "a vector of whole records passes 1 KiB at the sixth, and glibc sweeps all \
-                  its fast bins (`malloc_consolidate`) before every allocation that large"
+        reason = "a vector of whole records passes 1 KiB after a handful, and glibc sweeps \
+                  all its fast bins (`malloc_consolidate`) before every allocation that large"
     )]
     done: Vec<Box<Closed>>,
     dropped: u32,
