@@ -102,25 +102,30 @@ impl Triggers {
     /// `key` was queued because of `trigger`, which takes effect `at` (now, or when a delay
     /// ends). Does nothing while traces are not exported.
     pub fn record(&self, key: &ObjectKey, trigger: Trigger, at: Instant) {
-        self.record_with(key, || trigger, at);
+        let scheduled = trigger.scheduled();
+        self.hold(key, scheduled, || trigger, at);
     }
 
     /// [`Triggers::record`] for a cause seen (a watch event, never a scheduled one), making
     /// the trigger only while traces are exported and no seen cause is held already: the
     /// watch handlers call this for every event, and a trigger names the object it saw.
     pub fn record_with(&self, key: &ObjectKey, trigger: impl FnOnce() -> Trigger, at: Instant) {
+        self.hold(key, false, trigger, at);
+    }
+
+    /// Holds the cause `make` makes, unless the cause held already stays: one seen stays, and
+    /// so does a scheduled one against another scheduled one.
+    fn hold(&self, key: &ObjectKey, scheduled: bool, make: impl FnOnce() -> Trigger, at: Instant) {
         if !crate::telemetry::enabled() {
             return;
         }
         let mut pending = self.pending.lock().expect("trigger lock poisoned");
         if let Some((held, _)) = pending.get(key)
-            && !held.scheduled()
+            && (!held.scheduled() || scheduled)
         {
             return;
         }
-        let trigger = trigger();
-        debug_assert!(!trigger.scheduled(), "record_with takes causes seen");
-        pending.insert(key.clone(), (trigger, at));
+        pending.insert(key.clone(), (make(), at));
     }
 
     /// The cause of the reconcile of `key` that begins now, and since when it waited.
@@ -186,5 +191,12 @@ mod tests {
         assert_eq!(triggers.take(&key).map(|(t, _)| t), Some(seen("7")));
         triggers.record_with(&key, || seen("8"), t0);
         assert_eq!(triggers.take(&key).map(|(t, _)| t), Some(seen("8")));
+        triggers.record(&key, Trigger::Retry, t0);
+        triggers.record(&key, Trigger::RequeueAfter, t0);
+        assert_eq!(
+            triggers.take(&key).map(|(t, _)| t),
+            Some(Trigger::Retry),
+            "the first scheduled cause holds against another"
+        );
     }
 }
