@@ -4,8 +4,9 @@
 //! Tracing is off unless an OTLP endpoint is configured (`--otlp-endpoint`, or the standard
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`). Then every reconcile
 //! is one trace: the spans of target [`TARGET`] (the reconcile, the plugin call and its reads,
-//! each child written, the status, the events), sampled at the root before the other spans
-//! exist ([`Sampled`]), are recorded by [`Recorder`], which hands a trace to the SDK's batch
+//! each child written, the status, the events), sampled once per reconcile when its first
+//! cause is seen ([`draw_sampled`], [`decide`]; [`Sampled`] lets them through), are recorded by
+//! [`Recorder`], which hands a trace to the SDK's batch
 //! processor and OTLP exporter when its root ends, unless the reconcile changed nothing and did
 //! not fail. Every request to the API server carries the current span's `traceparent`
 //! ([`propagate`]), so the API server's own spans join the reconcile's trace; the requests of
@@ -17,7 +18,7 @@ pub mod propagate;
 mod record;
 mod sample;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,7 +34,7 @@ use tracing_subscriber::{EnvFilter, Layer as _};
 use crate::cli::{LogFormat, TraceArgs};
 
 pub use self::record::{OUTCOME, Recorder};
-pub use self::sample::Sampled;
+pub use self::sample::{Sampled, draw_sampled};
 
 /// The target of the spans a trace is made of.
 pub const TARGET: &str = "reconhost::trace";
@@ -97,6 +98,7 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
         return Ok(Telemetry::default());
     };
     let ratio = ratio(tracing);
+    sample::set_ratio(ratio);
     let processor = Arc::new(processor(&endpoint)?);
     let recorder = Recorder::new(processor.clone()).with_filter(Sampled::new(ratio));
     registry.with(recorder).init();
@@ -122,7 +124,7 @@ pub fn caused_by(
         return;
     }
     // A reconcile not sampled has no record to hold its cause, and makes none.
-    record::with_open(span, move |open| {
+    record::with_open_mut(span, move |open| {
         if let Some(trace) = open.trace() {
             trace.cause = Some(Cause {
                 attributes: Box::new(attributes),
@@ -148,16 +150,40 @@ pub fn trace_id() -> Option<String> {
 
 /// `span`'s trace id (hex), when traces are exported and this one is sampled.
 fn trace_id_of(span: &tracing::Span) -> Option<String> {
-    if !enabled() {
+    if !enabled() || decision() == Some(false) {
         return None;
     }
     record::with_open(span, |open| open.trace_id.to_string())
 }
 
 tokio::task_local! {
-    /// The trace of the reconcile a worker is timing ([`timed`]), once [`outcome`] has said
-    /// that it will be exported.
-    static RECONCILE: RefCell<Option<String>>;
+    /// What a worker's reconcile ([`timed`]) knows of its trace.
+    static RECONCILE: Reconcile;
+}
+
+/// A reconcile's trace, as the worker running it sees it.
+#[derive(Default)]
+struct Reconcile {
+    /// Whether it is traced, once decided ([`decide`]).
+    sampled: Cell<Option<bool>>,
+    /// Its trace id, once [`outcome`] has said that it will be exported.
+    exported: RefCell<Option<String>>,
+}
+
+/// Hands the reconcile that is beginning its sampling decision (drawn with its first cause,
+/// [`draw_sampled`]), before its root span is made; `None` leaves it to be drawn at the root.
+/// Inside a reconcile that is not traced, the exemplars and the sampling filter then skip
+/// looking for its trace. Outside a worker's reconcile (a test's), nothing.
+pub fn decide(sampled: Option<bool>) {
+    let _ = RECONCILE.try_with(|reconcile| reconcile.sampled.set(sampled));
+}
+
+/// The sampling decision of the worker's reconcile on this task, if one was made.
+fn decision() -> Option<bool> {
+    RECONCILE
+        .try_with(|reconcile| reconcile.sampled.get())
+        .ok()
+        .flatten()
 }
 
 /// Records on a reconcile's root `span` what it came to, `changed` or `failed` ([`OUTCOME`]):
@@ -170,7 +196,7 @@ pub fn outcome(span: &tracing::Span, outcome: &'static str) {
         return;
     };
     // Outside a worker's reconcile (a test's) there is no one to tell.
-    let _ = RECONCILE.try_with(|slot| *slot.borrow_mut() = Some(id));
+    let _ = RECONCILE.try_with(|reconcile| *reconcile.exported.borrow_mut() = Some(id));
 }
 
 /// Runs `work`, one reconcile, and gives its output with the trace id that [`outcome`] named
@@ -181,10 +207,13 @@ pub async fn timed<F: Future>(work: F) -> (F::Output, Option<String>) {
     if !enabled() {
         return (work.await, None);
     }
-    let scoped = RECONCILE.scope(RefCell::new(None), work);
+    let scoped = RECONCILE.scope(Reconcile::default(), work);
     let mut scoped = std::pin::pin!(scoped);
     let output = scoped.as_mut().await;
-    let id = scoped.as_mut().take_value().and_then(RefCell::into_inner);
+    let id = scoped
+        .as_mut()
+        .take_value()
+        .and_then(|reconcile| reconcile.exported.into_inner());
     (output, id)
 }
 
@@ -276,5 +305,40 @@ mod tests {
         drop(span);
         let exported = kept.names();
         assert_eq!(exported, ["reconcile"], "the one that wrote, once");
+    }
+
+    #[tokio::test]
+    async fn a_reconcile_should_be_traced_as_decided_before_it_began() {
+        enable_for_tests();
+        let kept = record::tests::Kept::default();
+        // Left to itself, this filter would trace no reconcile.
+        let subscriber = tracing_subscriber::registry()
+            .with(Recorder::new(std::sync::Arc::new(kept.clone())).with_filter(Sampled::new(0.0)));
+        let _default = tracing::subscriber::set_default(subscriber);
+        let reconcile = |sampled| {
+            timed(async move {
+                decide(Some(sampled));
+                let span = tracing::info_span!(target: TARGET, "reconcile",
+                    outcome = tracing::field::Empty);
+                let inner = span.in_scope(|| {
+                    let _call = tracing::debug_span!(target: TARGET, "plugin.call");
+                    trace_id()
+                });
+                outcome(&span, "changed");
+                inner
+            })
+        };
+
+        let (inner, exported) = reconcile(true).await;
+        assert_eq!(
+            inner, exported,
+            "the trace named inside is the one exported"
+        );
+        assert!(exported.is_some(), "decided traced");
+        assert_eq!(kept.names(), ["plugin.call", "reconcile"]);
+
+        let (inner, exported) = reconcile(false).await;
+        assert_eq!((inner, exported), (None, None), "decided not traced");
+        assert_eq!(kept.names().len(), 2, "nothing more exported");
     }
 }

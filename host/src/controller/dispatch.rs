@@ -10,7 +10,7 @@ use tracing::{Instrument as _, debug};
 use super::revision::{self, Revision};
 use super::route::{Decision, Route};
 use super::short;
-use super::trigger::Trigger;
+use super::trigger::{Held, Trigger};
 use super::wiring::Wiring;
 use super::workers::Next;
 use crate::cache::{Cached, ObjectKey};
@@ -80,8 +80,7 @@ impl Work {
                 Next::Done
             }
             Work::Release(_serving, revision, key, parent) => {
-                let span = span(&plugin, &key, &revision);
-                caused(&span, &revision, &key);
+                let span = begin(&plugin, &key, &revision);
                 let next = revision
                     .reconciler()
                     .unselected(&key, &parent)
@@ -91,8 +90,7 @@ impl Work {
                 next
             }
             Work::Serve(_serving, revision, shadow, key, cached, parent) => {
-                let span = span(&plugin, &key, &revision);
-                caused(&span, &revision, &key);
+                let span = begin(&plugin, &key, &revision);
                 let shadow = shadow.as_ref().map(|s| s.reconciler());
                 let reconcile = revision
                     .reconciler()
@@ -139,9 +137,14 @@ fn failed_if(span: &tracing::Span, next: &Next, revision: &Revision, key: &Objec
     }
 }
 
-/// Gives the reconcile's span what caused it, and its wait in the queue.
-fn caused(span: &tracing::Span, revision: &Revision, key: &ObjectKey) {
-    if let Some((trigger, since)) = revision.wiring().triggers().take(key) {
-        crate::telemetry::caused_by(span, since, move || trigger.attributes());
+/// The reconcile's span, traced as decided when its first cause was seen, and given that
+/// cause and its wait in the queue.
+fn begin(plugin: &str, key: &ObjectKey, revision: &Revision) -> tracing::Span {
+    let held = revision.wiring().triggers().take(key);
+    crate::telemetry::decide(held.as_ref().map(Held::sampled));
+    let span = span(plugin, key, revision);
+    if let Some(Held::Cause(trigger, since)) = held {
+        crate::telemetry::caused_by(&span, since, move || trigger.attributes());
     }
+    span
 }

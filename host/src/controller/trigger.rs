@@ -5,6 +5,11 @@
 //! Kept only while traces are exported. A cause seen directly (a watch event, a resync, a
 //! rollout) holds until the reconcile takes it; a scheduled one (a requeue-after, a retry after
 //! backoff) gives way to any direct cause that comes before it is due.
+//!
+//! The first cause also decides whether that reconcile is traced
+//! ([`crate::telemetry::draw_sampled`]): one that will not be holds only that decision, and
+//! none of its causes is made (each names the object it saw, in three strings), so a low
+//! sampling ratio costs little per event.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -92,10 +97,37 @@ impl Trigger {
     }
 }
 
+/// What a queued parent's next reconcile holds for its trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// It is not traced.
+    Unsampled,
+    /// It is traced, and this caused it, taking effect at that moment.
+    Cause(Trigger, Instant),
+}
+
+impl Held {
+    /// Whether the reconcile is traced.
+    pub fn sampled(&self) -> bool {
+        matches!(self, Self::Cause(..))
+    }
+}
+
 /// The pending cause of each queued parent.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Triggers {
-    pending: Mutex<HashMap<ObjectKey, (Trigger, Instant)>>,
+    pending: Mutex<HashMap<ObjectKey, Held>>,
+    /// Draws whether a reconcile is traced.
+    sample: fn() -> bool,
+}
+
+impl Default for Triggers {
+    fn default() -> Self {
+        Self {
+            pending: Mutex::default(),
+            sample: crate::telemetry::draw_sampled,
+        }
+    }
 }
 
 impl Triggers {
@@ -113,23 +145,26 @@ impl Triggers {
         self.hold(key, false, trigger, at);
     }
 
-    /// Holds the cause `make` makes, unless the cause held already stays: one seen stays, and
-    /// so does a scheduled one against another scheduled one.
+    /// Holds the cause `make` makes, unless what is held already stays: a reconcile not traced
+    /// stays so, a cause seen stays, and so does a scheduled one against another scheduled one.
+    /// The first cause draws whether the reconcile is traced.
     fn hold(&self, key: &ObjectKey, scheduled: bool, make: impl FnOnce() -> Trigger, at: Instant) {
         if !crate::telemetry::enabled() {
             return;
         }
         let mut pending = self.pending.lock().expect("trigger lock poisoned");
-        if let Some((held, _)) = pending.get(key)
-            && (!held.scheduled() || scheduled)
-        {
-            return;
-        }
-        pending.insert(key.clone(), (make(), at));
+        let held = match pending.get(key) {
+            None if !(self.sample)() => Held::Unsampled,
+            None => Held::Cause(make(), at),
+            Some(Held::Cause(held, _)) if held.scheduled() && !scheduled => Held::Cause(make(), at),
+            Some(_) => return,
+        };
+        pending.insert(key.clone(), held);
     }
 
-    /// The cause of the reconcile of `key` that begins now, and since when it waited.
-    pub fn take(&self, key: &ObjectKey) -> Option<(Trigger, Instant)> {
+    /// What the reconcile of `key` that begins now holds: whether it is traced, and if so its
+    /// cause and since when it waited.
+    pub fn take(&self, key: &ObjectKey) -> Option<Held> {
         self.pending
             .lock()
             .expect("trigger lock poisoned")
@@ -149,6 +184,13 @@ impl Triggers {
 mod tests {
     use super::*;
 
+    fn cause(held: Held) -> Option<Trigger> {
+        match held {
+            Held::Cause(trigger, _) => Some(trigger),
+            Held::Unsampled => None,
+        }
+    }
+
     fn seen(version: &str) -> Trigger {
         Trigger::Parent(Seen {
             kind: "WebApp".into(),
@@ -167,7 +209,9 @@ mod tests {
         triggers.record(&key, seen("7"), t0);
         triggers.record(&key, seen("8"), t0);
         triggers.record(&key, Trigger::Retry, t0);
-        let (cause, _) = triggers.take(&key).expect("a cause");
+        let Some(Held::Cause(cause, _)) = triggers.take(&key) else {
+            panic!("a cause");
+        };
         assert_eq!(
             cause,
             seen("7"),
@@ -188,15 +232,35 @@ mod tests {
         triggers.record(&key, Trigger::RequeueAfter, t0);
         triggers.record_with(&key, || seen("7"), t0);
         triggers.record_with(&key, || panic!("made while event 7 is held"), t0);
-        assert_eq!(triggers.take(&key).map(|(t, _)| t), Some(seen("7")));
+        assert_eq!(triggers.take(&key).and_then(cause), Some(seen("7")));
         triggers.record_with(&key, || seen("8"), t0);
-        assert_eq!(triggers.take(&key).map(|(t, _)| t), Some(seen("8")));
+        assert_eq!(triggers.take(&key).and_then(cause), Some(seen("8")));
         triggers.record(&key, Trigger::Retry, t0);
         triggers.record(&key, Trigger::RequeueAfter, t0);
         assert_eq!(
-            triggers.take(&key).map(|(t, _)| t),
+            triggers.take(&key).and_then(cause),
             Some(Trigger::Retry),
             "the first scheduled cause holds against another"
         );
+    }
+
+    #[test]
+    fn a_reconcile_not_sampled_should_hold_no_cause_until_it_begins() {
+        crate::telemetry::enable_for_tests();
+        let triggers = Triggers {
+            sample: || false,
+            ..Triggers::default()
+        };
+        let key = ObjectKey::new("a", "web");
+        let t0 = Instant::now();
+        triggers.record(&key, Trigger::RequeueAfter, t0);
+        triggers.record_with(
+            &key,
+            || panic!("a cause made for a reconcile not traced"),
+            t0,
+        );
+        triggers.record(&key, Trigger::Retry, t0);
+        assert_eq!(triggers.take(&key), Some(Held::Unsampled));
+        assert_eq!(triggers.take(&key), None, "taken once");
     }
 }

@@ -28,9 +28,9 @@ use opentelemetry::{InstrumentationScope, KeyValue, Value};
 use opentelemetry_sdk::trace::{
     IdGenerator as _, RandomIdGenerator, SpanData, SpanEvents, SpanLinks, SpanProcessor,
 };
+use tracing::Subscriber;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
-use tracing::{Dispatch, Subscriber};
 use tracing_subscriber::Registry;
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
@@ -299,21 +299,32 @@ fn system_time(instant: Instant) -> SystemTime {
 
 /// Runs `f` on the recorded span nearest `span` (itself, or the closest span above it that is
 /// part of a sampled trace); `None` when there is none or the subscriber is not the registry.
-pub(super) fn with_open<R>(span: &tracing::Span, f: impl FnOnce(&mut Open) -> R) -> Option<R> {
-    span.with_subscriber(|(id, dispatch)| in_registry(dispatch, id, f))
-        .flatten()
+pub(super) fn with_open<R>(span: &tracing::Span, f: impl FnOnce(&Open) -> R) -> Option<R> {
+    span.with_subscriber(|(id, dispatch)| {
+        let registry = dispatch.downcast_ref::<Registry>()?;
+        // Read locks only: requests and exemplars look on every reconcile, sampled or not.
+        for span in registry.span(id)?.scope() {
+            if let Some(open) = span.extensions().get::<Open>() {
+                return Some(f(open));
+            }
+        }
+        None
+    })
+    .flatten()
 }
 
-fn in_registry<R>(dispatch: &Dispatch, id: &Id, f: impl FnOnce(&mut Open) -> R) -> Option<R> {
-    let registry = dispatch.downcast_ref::<Registry>()?;
-    let span = registry.span(id)?;
-    for span in span.scope() {
+/// [`with_open`], for `f` to change the record.
+pub(super) fn with_open_mut<R>(span: &tracing::Span, f: impl FnOnce(&mut Open) -> R) -> Option<R> {
+    span.with_subscriber(|(id, dispatch)| {
+        let registry = dispatch.downcast_ref::<Registry>()?;
+        let span = registry
+            .span(id)?
+            .scope()
+            .find(|span| span.extensions().get::<Open>().is_some())?;
         let mut extensions = span.extensions_mut();
-        if let Some(open) = extensions.get_mut::<Open>() {
-            return Some(f(open));
-        }
-    }
-    None
+        extensions.get_mut::<Open>().map(f)
+    })
+    .flatten()
 }
 
 /// Turns a span's fields into attributes, typed as OpenTelemetry keeps them.

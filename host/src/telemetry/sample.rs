@@ -1,7 +1,14 @@
-//! Head sampling at the root of a reconcile's trace, as the trace recorder's per-layer filter
-//! ([`super::Recorder`]). The root (`reconcile`) is drawn when it is made, and the spans below
-//! it reach the recorder only when their root did: a reconcile that is not sampled costs the
-//! recorder nothing, and its debug spans are not even made unless `RUST_LOG` asks for them.
+//! Head sampling of a reconcile's trace, decided once per reconcile and used by everything that
+//! would do work for it. The decision is drawn when the parent's first cause since its last
+//! reconcile is seen ([`draw_sampled`], by the controller's triggers), so that the cause of a
+//! reconcile that will not be traced is never made; it is handed to the reconcile when it
+//! begins ([`super::decide`]), and drawn there for a reconcile that came with no cause held.
+//! The trace recorder's per-layer filter ([`Sampled`]) lets the root (`reconcile`) through as
+//! decided, and the spans below it only when their root was: a reconcile that is not sampled
+//! costs the recorder nothing, and its debug spans are not even made unless `RUST_LOG` asks
+//! for them.
+
+use std::sync::OnceLock;
 
 use opentelemetry_sdk::trace::{IdGenerator as _, RandomIdGenerator};
 use tracing::subscriber::Interest;
@@ -13,34 +20,67 @@ use tracing_subscriber::registry::LookupSpan;
 /// The name of a reconcile's root span, where its trace is sampled.
 pub const ROOT: &str = "reconcile";
 
-/// Lets through the spans of [`super::TARGET`]: a root with probability `ratio`, any other
-/// only inside a root that was let through.
-#[derive(Debug)]
-pub struct Sampled {
-    /// A root is kept when a uniform draw over `u64` falls below this; `None`: every root.
-    below: Option<u64>,
-    ids: RandomIdGenerator,
+/// The process's sampling ratio, set once when tracing is set up.
+static RATIO: OnceLock<Ratio> = OnceLock::new();
+
+/// Draws whether the next reconcile of a parent is traced, at the ratio tracing was set up
+/// with (every one when none was).
+pub fn draw_sampled() -> bool {
+    RATIO.get().copied().unwrap_or(Ratio::ALL).draw()
 }
 
-impl Sampled {
-    /// Samples roots with probability `ratio` (0 to 1).
-    pub fn new(ratio: f64) -> Self {
+/// Sets the ratio [`draw_sampled`] draws at; the first call wins.
+pub(super) fn set_ratio(ratio: f64) {
+    let _ = RATIO.set(Ratio::new(ratio));
+}
+
+/// A sampling probability, as a bound on a uniform draw.
+#[derive(Debug, Clone, Copy)]
+struct Ratio {
+    /// Kept when a uniform draw over `u64` falls below this; `None`: always.
+    below: Option<u64>,
+}
+
+impl Ratio {
+    const ALL: Self = Self { below: None };
+
+    fn new(ratio: f64) -> Self {
         let below = (ratio < 1.0).then(|| {
             // The float-to-int cast saturates, and 0 keeps nothing.
             (ratio.max(0.0) * u64::MAX as f64) as u64
         });
+        Self { below }
+    }
+
+    fn draw(self) -> bool {
+        match self.below {
+            None => true,
+            // A span id is 64 random bits from the SDK's own generator (a thread-local RNG).
+            Some(below) => {
+                u64::from_be_bytes(RandomIdGenerator::default().new_span_id().to_bytes()) < below
+            }
+        }
+    }
+}
+
+/// Lets through the spans of [`super::TARGET`]: a root as its reconcile's decision says (drawn
+/// with probability `ratio` when there is none), any other only inside a root that was let
+/// through.
+#[derive(Debug)]
+pub struct Sampled {
+    ratio: Ratio,
+}
+
+impl Sampled {
+    /// Samples undecided roots with probability `ratio` (0 to 1).
+    pub fn new(ratio: f64) -> Self {
         Self {
-            below,
-            ids: RandomIdGenerator::default(),
+            ratio: Ratio::new(ratio),
         }
     }
 
     fn draw(&self) -> bool {
-        match self.below {
-            None => true,
-            // A span id is 64 random bits from the SDK's own generator (a thread-local RNG).
-            Some(below) => u64::from_be_bytes(self.ids.new_span_id().to_bytes()) < below,
-        }
+        self.ratio.draw()
     }
 }
 
@@ -52,8 +92,17 @@ where
         if !meta.is_span() || meta.target() != super::TARGET {
             return false;
         }
+        let decided = super::decision();
         if meta.name() == ROOT {
-            return self.draw();
+            return decided.unwrap_or_else(|| {
+                let sampled = self.draw();
+                super::decide(Some(sampled));
+                sampled
+            });
+        }
+        // Inside a reconcile that is not traced, without looking at its spans.
+        if decided == Some(false) {
+            return false;
         }
         // The context is this filter's: the current span, or the nearest one above it, that
         // this filter let through; only spans of a sampled reconcile are.
