@@ -26,6 +26,10 @@
 //! `TRACING_BASELINE=<path of another build's reconhost>` runs that build's three hosts beside
 //! this one's, given the same changes at the same moment: before and after in one run, each
 //! build judged against its own tracing off.
+//!
+//! `TRACING_CALIBRATE=1` runs every host with tracing off, each in the place (namespace, order)
+//! its mode would have: the ratios it prints are then the bench's own bias between places, the
+//! floor under which a difference between modes means nothing.
 
 #[allow(dead_code, reason = "the other cluster benchmarks use the rest")]
 mod measure;
@@ -90,6 +94,8 @@ struct Setup {
     /// The baseline's binary, or `None`: this build's.
     baseline: Option<PathBuf>,
     mode: Mode,
+    /// Run with tracing off, whatever its mode ([`Mode`] then names its place).
+    calibrate: bool,
     world: World,
     host: Host,
 }
@@ -231,6 +237,7 @@ async fn main() {
     let changes = env_or("TRACING_CHANGES", 10);
     let rounds = env_or("TRACING_ROUNDS", 3);
     let baseline = std::env::var_os("TRACING_BASELINE").map(PathBuf::from);
+    let calibrate = std::env::var_os("TRACING_CALIBRATE").is_some_and(|v| v == "1");
     let builds: Vec<Option<PathBuf>> = std::iter::once(None).chain(baseline.map(Some)).collect();
     let mut setups = Vec::new();
     for build in &builds {
@@ -240,7 +247,11 @@ async fn main() {
                 .cluster
                 .otlp_endpoint()
                 .expect("the control plane's trace receiver");
-            let args = mode.args(&endpoint);
+            let args = if calibrate {
+                Mode::Off.args(&endpoint)
+            } else {
+                mode.args(&endpoint)
+            };
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let host = match build {
                 None => world.host_with(&["webapp"], &[], &args).await,
@@ -249,6 +260,7 @@ async fn main() {
             setups.push(Setup {
                 baseline: build.clone(),
                 mode,
+                calibrate,
                 world,
                 host,
             });
@@ -345,20 +357,31 @@ async fn main() {
     };
     let judge = |what: &str, i: usize, target: f64| {
         let over = median(&per(i)) / median(&per(off_of(i))) - 1.0;
-        let verdict = if over <= target {
-            "met".to_owned()
+        let verdict = if calibrate {
+            "no target: both ran with tracing off".to_owned()
+        } else if over <= target {
+            format!("target ≤ {:.1} %: met", target * 100.0)
         } else {
-            format!("missed by {:.1}×", over / target)
+            format!(
+                "target ≤ {:.1} %: missed by {:.1}×",
+                target * 100.0,
+                over / target
+            )
         };
         println!(
-            "- {}{what}: {:+.1} % CPU per reconcile (median of the per-round ratios: {:+.1} %), target ≤ {:.1} %: {verdict}",
+            "- {}{what}: {:+.1} % CPU per reconcile (median of the per-round ratios: {:+.1} %), {verdict}",
             setups[i].build(),
             over * 100.0,
             (paired(i) - 1.0) * 100.0,
-            target * 100.0
         );
     };
-    println!("Targets:");
+    if calibrate {
+        println!(
+            "Calibration (every host ran with tracing off; a ratio is the bias of its place):"
+        );
+    } else {
+        println!("Targets:");
+    }
     for (i, setup) in setups.iter().enumerate() {
         match setup.mode {
             Mode::Off => {}
@@ -383,6 +406,11 @@ impl Setup {
     }
 
     fn label(&self) -> String {
-        format!("{}{}", self.build(), self.mode.label())
+        let off = if self.calibrate {
+            ", run with tracing off"
+        } else {
+            ""
+        };
+        format!("{}{}{off}", self.build(), self.mode.label())
     }
 }
