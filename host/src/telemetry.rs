@@ -7,9 +7,10 @@
 //! each child written, the status, the events), sampled once per reconcile when its first
 //! cause is seen ([`draw_sampled`], [`decide`]; [`Sampled`] lets them through), are recorded
 //! by [`Recorder`], which hands a trace to the SDK's batch processor and OTLP exporter when its
-//! root ends, unless the reconcile changed nothing and did not fail. Every request to the API server carries the current span's `traceparent`
-//! ([`propagate`]), so the API server's own spans join the reconcile's trace; the requests of
-//! a reconcile that was not sampled carry none.
+//! root ends, unless the reconcile changed nothing and did not fail. Every request to the API
+//! server carries the current span's `traceparent` ([`propagate`]), so the API server's own
+//! spans join the reconcile's trace; the requests of a reconcile that was not sampled carry
+//! none.
 
 #[cfg(feature = "heap-profile")]
 pub mod heap;
