@@ -92,6 +92,7 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
         LogFormat::Human => fmt.boxed(),
         LogFormat::Json => fmt.json().flatten_event(true).boxed(),
     };
+    let logged = filter.max_level_hint();
     let registry = tracing_subscriber::registry().with(fmt.with_filter(filter));
     let Some(endpoint) = endpoint(tracing) else {
         registry.init();
@@ -102,11 +103,30 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
     let processor = Arc::new(processor(&endpoint)?);
     let recorder = Recorder::new(processor.clone()).with_filter(Sampled::new(ratio));
     registry.with(recorder).init();
+    cap_log_records(logged);
     ENABLED.store(true, Ordering::Relaxed);
     tracing::info!(%endpoint, "exporting a trace per reconcile over OTLP");
     Ok(Telemetry {
         processor: Some(processor),
     })
+}
+
+/// Caps the level at which dependencies' `log` records (rustls, wasmtime, cranelift) are made
+/// at what the log filter shows. `init` bridges them into tracing at the subscriber's level, and
+/// the recorder's debug spans raise that to debug; but the recorder takes no `log` record, so
+/// each debug record would be made and offered to both filters only to be turned away.
+fn cap_log_records(logged: Option<tracing::level_filters::LevelFilter>) {
+    use tracing::level_filters::LevelFilter;
+    let level = match logged {
+        Some(LevelFilter::OFF) => log::LevelFilter::Off,
+        Some(LevelFilter::ERROR) => log::LevelFilter::Error,
+        Some(LevelFilter::WARN) => log::LevelFilter::Warn,
+        Some(LevelFilter::INFO) => log::LevelFilter::Info,
+        Some(LevelFilter::DEBUG) => log::LevelFilter::Debug,
+        // No hint: the filter may want anything.
+        Some(_) | None => log::LevelFilter::Trace,
+    };
+    log::set_max_level(level.min(log::max_level()));
 }
 
 /// Gives a reconcile's root `span` what caused it: a `trigger` span (its own trace, exported

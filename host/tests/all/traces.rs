@@ -3,7 +3,8 @@
 //! and the status write as spans, and the API server's own spans for those writes in the same
 //! trace (its tracing follows the `traceparent` the host sends). Reconciles that changed
 //! nothing are not exported. A child's span names the fields a write changed; the metrics
-//! point at exported traces (exemplars). At a sampling ratio of 0 nothing is exported.
+//! point at exported traces (exemplars). At a sampling ratio of 0 nothing is exported, and
+//! the log lines `RUST_LOG` asks for still show.
 
 use crate::common;
 
@@ -321,12 +322,16 @@ async fn a_childs_span_should_name_the_fields_it_changed_or_say_it_changed_nothi
 #[tokio::test]
 async fn a_sampling_ratio_of_zero_should_export_no_reconcile_and_name_no_trace() {
     let world = World::new("traces-unsampled").await;
-    let host = traced_host(
-        &world,
-        "configmap-generator",
-        &["--trace-sampling-ratio", "0"],
-    )
-    .await;
+    let endpoint = world.cluster.otlp_endpoint().expect("the trace receiver");
+    // A dependency's debug records, asked for: the host caps the `log` records it makes at
+    // what the log filter shows, not below it.
+    let host = world
+        .host_with(
+            &["configmap-generator"],
+            &[("RUST_LOG", "warn,reconhost=info,rustls=debug")],
+            &["--otlp-endpoint", &endpoint, "--trace-sampling-ratio", "0"],
+        )
+        .await;
     let generators = generators(&world);
     let name = "unsampled";
     generator(&world, &generators, name).await;
@@ -338,6 +343,21 @@ async fn a_sampling_ratio_of_zero_should_export_no_reconcile_and_name_no_trace()
         )
         .await;
     converged(&generators, name).await;
+    let rustls = host
+        .logs()
+        .into_iter()
+        .filter(|l| {
+            l["level"] == "DEBUG"
+                && l["target"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("rustls"))
+        })
+        .count();
+    assert!(
+        rustls > 0,
+        "no rustls debug line in {}",
+        host.log_file().display()
+    );
     // A graceful stop exports whatever is still batched.
     host.stop(std::time::Duration::from_secs(10));
 
