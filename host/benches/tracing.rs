@@ -30,6 +30,11 @@
 //! `TRACING_CALIBRATE=1` runs every host with tracing off, each in the place (namespace, order)
 //! its mode would have: the ratios it prints are then the bench's own bias between places, the
 //! floor under which a difference between modes means nothing.
+//!
+//! A place keeps a bias of its own for as long as its host runs (one to two percent, as much as
+//! the difference to be measured), so the modes move: each round, every build's hosts are
+//! restarted with their modes shifted one place on, and over three rounds every mode has run
+//! once in every place (`TRACING_ROTATE=0` keeps each mode in its place for the whole run).
 
 #[allow(dead_code, reason = "the other cluster benchmarks use the rest")]
 mod measure;
@@ -89,10 +94,20 @@ impl Mode {
     }
 }
 
+/// The mode of `place` in `round`: with rotation, shifted one place on per round.
+fn mode_of(place: usize, round: usize, rotate: bool) -> Mode {
+    MODES[(place + if rotate { round } else { 0 }) % MODES.len()]
+}
+
 /// One host and its parents.
 struct Setup {
     /// The baseline's binary, or `None`: this build's.
     baseline: Option<PathBuf>,
+    /// Which build: 0 this one, 1 the baseline.
+    build: usize,
+    /// Its namespace's position among its build's, which the modes move across.
+    place: usize,
+    /// How it traces this round.
     mode: Mode,
     /// Run with tracing off, whatever its mode ([`Mode`] then names its place).
     calibrate: bool,
@@ -110,6 +125,47 @@ impl Figures {
     fn per_reconcile(&self) -> f64 {
         self.cpu.as_secs_f64() / self.reconciles.max(1.0)
     }
+}
+
+/// Starts a host serving `world`'s webapps, of `baseline`'s build (this one's if `None`),
+/// tracing as `mode` says (off whatever it says if `calibrate`).
+async fn start(world: &World, baseline: Option<&PathBuf>, mode: Mode, calibrate: bool) -> Host {
+    let endpoint = world
+        .cluster
+        .otlp_endpoint()
+        .expect("the control plane's trace receiver");
+    let args = if calibrate {
+        Mode::Off.args(&endpoint)
+    } else {
+        mode.args(&endpoint)
+    };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match baseline {
+        None => world.host_with(&["webapp"], &[], &args).await,
+        Some(binary) => world.host_of(binary, &["webapp"], &[], &args).await,
+    }
+}
+
+/// Stops every host and starts it again in the mode its place has in `round`.
+async fn rotate(setups: Vec<Setup>, round: usize) -> Vec<Setup> {
+    let mut next = Vec::with_capacity(setups.len());
+    for setup in setups {
+        // Stopped gracefully: a host sampling everything exports what it still holds.
+        setup.host.stop(Duration::from_secs(10));
+        let mode = mode_of(setup.place, round, true);
+        let host = start(&setup.world, setup.baseline.as_ref(), mode, setup.calibrate).await;
+        next.push(Setup {
+            mode,
+            host,
+            ..setup
+        });
+    }
+    next
+}
+
+/// Where a build's mode is kept among the figures.
+fn key(build: usize, mode: Mode) -> usize {
+    build * MODES.len() + MODES.iter().position(|m| *m == mode).expect("a mode")
 }
 
 /// The host process's CPU time so far (user and system).
@@ -226,6 +282,24 @@ async fn settle(host: &Host) -> (f64, Instant) {
     }
 }
 
+/// The reconciles of `setup`'s namespace exported so far.
+fn traces(setup: &Setup) -> usize {
+    let prefix = format!("{}/", setup.world.namespace);
+    setup
+        .world
+        .cluster
+        .spans()
+        .iter()
+        .filter(|s| {
+            s.service == "reconhost"
+                && s.name == "reconcile"
+                && s.attributes
+                    .get("parent")
+                    .is_some_and(|p| p.starts_with(&prefix))
+        })
+        .count()
+}
+
 fn median(values: &[f64]) -> f64 {
     measure::median(values.to_vec())
 }
@@ -238,27 +312,24 @@ async fn main() {
     let rounds = env_or("TRACING_ROUNDS", 3);
     let baseline = std::env::var_os("TRACING_BASELINE").map(PathBuf::from);
     let calibrate = std::env::var_os("TRACING_CALIBRATE").is_some_and(|v| v == "1");
+    let rotating = std::env::var_os("TRACING_ROTATE").is_none_or(|v| v != "0");
+    if rotating && rounds % MODES.len() != 0 {
+        eprintln!(
+            "TRACING_ROUNDS={rounds}: not a multiple of {}, so the modes do not visit every place alike",
+            MODES.len()
+        );
+    }
     let builds: Vec<Option<PathBuf>> = std::iter::once(None).chain(baseline.map(Some)).collect();
     let mut setups = Vec::new();
-    for build in &builds {
-        for mode in MODES {
+    for (build, baseline) in builds.iter().enumerate() {
+        for place in 0..MODES.len() {
             let world = World::new("bench-tracing").await;
-            let endpoint = world
-                .cluster
-                .otlp_endpoint()
-                .expect("the control plane's trace receiver");
-            let args = if calibrate {
-                Mode::Off.args(&endpoint)
-            } else {
-                mode.args(&endpoint)
-            };
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let host = match build {
-                None => world.host_with(&["webapp"], &[], &args).await,
-                Some(binary) => world.host_of(binary, &["webapp"], &[], &args).await,
-            };
+            let mode = mode_of(place, 0, rotating);
+            let host = start(&world, baseline.as_ref(), mode, calibrate).await;
             setups.push(Setup {
-                baseline: build.clone(),
+                baseline: baseline.clone(),
+                build,
+                place,
                 mode,
                 calibrate,
                 world,
@@ -289,61 +360,60 @@ async fn main() {
         .map(|(s, before)| cpu(&s.host) - *before)
         .collect();
 
-    let mut figures: Vec<Vec<Figures>> = setups.iter().map(|_| Vec::new()).collect();
+    // Indexed by `key`: each build's modes, wherever they ran.
+    let keys = builds.len() * MODES.len();
+    let mut figures: Vec<Vec<Figures>> = (0..keys).map(|_| Vec::new()).collect();
+    let mut exported = vec![0; keys];
+    let mut idle_of = vec![Duration::ZERO; keys];
+    for (setup, idle) in setups.iter().zip(&idle) {
+        idle_of[key(setup.build, setup.mode)] = *idle;
+    }
+    let mut labels = vec![String::new(); keys];
     for r in 0..rounds {
+        if rotating && r > 0 {
+            setups = rotate(setups, r).await;
+            for setup in &setups {
+                converged(&setup.world, parents).await;
+            }
+            join_all(setups.iter().map(|s| settle(&s.host))).await;
+        }
+        let spans0: Vec<usize> = setups.iter().map(traces).collect();
         let measured = round(&setups, parents, changes, r * changes).await;
-        for (i, f) in measured.into_iter().enumerate() {
+        for ((setup, f), spans0) in setups.iter().zip(measured).zip(spans0) {
             eprintln!(
-                "round {r} {:<40} cpu {:>6.3} s  reconciles {:>6}  {:>5.1} µs/reconcile",
-                setups[i].label(),
+                "round {r} place {} {:<40} cpu {:>6.3} s  reconciles {:>6}  {:>5.1} µs/reconcile",
+                setup.place,
+                setup.label(),
                 f.cpu.as_secs_f64(),
                 f.reconciles,
                 f.per_reconcile() * 1e6
             );
-            figures[i].push(f);
+            let k = key(setup.build, setup.mode);
+            exported[k] += traces(setup) - spans0;
+            labels[k] = setup.label();
+            figures[k].push(f);
         }
     }
 
     let per = |i: usize| -> Vec<f64> { figures[i].iter().map(Figures::per_reconcile).collect() };
     // Each build against its own tracing off.
-    let off_of = |i: usize| {
-        setups
-            .iter()
-            .position(|s| s.mode == Mode::Off && s.baseline == setups[i].baseline)
-            .expect("each build has a host with tracing off")
-    };
-    let exported = |setup: &Setup| {
-        let prefix = format!("{}/", setup.world.namespace);
-        setup
-            .world
-            .cluster
-            .spans()
-            .iter()
-            .filter(|s| {
-                s.service == "reconhost"
-                    && s.name == "reconcile"
-                    && s.attributes
-                        .get("parent")
-                        .is_some_and(|p| p.starts_with(&prefix))
-            })
-            .count()
-    };
+    let off_of = |i: usize| key(i / MODES.len(), Mode::Off);
     println!(
         "| {parents} parents × {changes} changes, {rounds} rounds | host CPU per reconcile (median) | rounds | reconciles per round (median) | traces exported | idle CPU over {} s |",
         (QUIET + FLUSH).as_secs()
     );
     println!("| --- | --- | --- | --- | --- | --- |");
-    for (i, setup) in setups.iter().enumerate() {
+    for i in 0..keys {
         let each: Vec<String> = per(i).iter().map(|v| format!("{:.1}", v * 1e6)).collect();
         let counts: Vec<f64> = figures[i].iter().map(|f| f.reconciles).collect();
         println!(
             "| {} | {:.1} µs | {} µs | {:.0} | {} | {} ms |",
-            setup.label(),
+            labels[i],
             median(&per(i)) * 1e6,
             each.join(", "),
             median(&counts),
-            exported(setup),
-            idle[i].as_millis()
+            exported[i],
+            idle_of[i].as_millis()
         );
     }
     println!();
@@ -370,7 +440,7 @@ async fn main() {
         };
         println!(
             "- {}{what}: {:+.1} % CPU per reconcile (median of the per-round ratios: {:+.1} %), {verdict}",
-            setups[i].build(),
+            if i >= MODES.len() { "baseline: " } else { "" },
             over * 100.0,
             (paired(i) - 1.0) * 100.0,
         );
@@ -382,8 +452,8 @@ async fn main() {
     } else {
         println!("Targets:");
     }
-    for (i, setup) in setups.iter().enumerate() {
-        match setup.mode {
+    for (i, mode) in (0..keys).map(|i| (i, MODES[i % MODES.len()])) {
+        match mode {
             Mode::Off => {}
             Mode::Full => judge("full sampling against tracing off", i, 0.03),
             Mode::Nothing => judge(
@@ -397,7 +467,7 @@ async fn main() {
 
 impl Setup {
     /// Which build, for a baseline's rows.
-    fn build(&self) -> &'static str {
+    fn prefix(&self) -> &'static str {
         if self.baseline.is_some() {
             "baseline: "
         } else {
@@ -411,6 +481,6 @@ impl Setup {
         } else {
             ""
         };
-        format!("{}{}{off}", self.build(), self.mode.label())
+        format!("{}{}{off}", self.prefix(), self.mode.label())
     }
 }
