@@ -116,8 +116,14 @@ pub fn init(format: LogFormat, tracing: &TraceArgs) -> Result<Telemetry, Telemet
 /// the recorder's debug spans raise that to debug; but the recorder takes no `log` record, so
 /// each debug record would be made and offered to both filters only to be turned away.
 fn cap_log_records(logged: Option<tracing::level_filters::LevelFilter>) {
+    // Never above what `init` set: the subscriber's own maximum.
+    log::set_max_level(log_level(logged).min(log::max_level()));
+}
+
+/// The `log` level that shows what a filter whose level hint is `logged` shows.
+fn log_level(logged: Option<tracing::level_filters::LevelFilter>) -> log::LevelFilter {
     use tracing::level_filters::LevelFilter;
-    let level = match logged {
+    match logged {
         Some(LevelFilter::OFF) => log::LevelFilter::Off,
         Some(LevelFilter::ERROR) => log::LevelFilter::Error,
         Some(LevelFilter::WARN) => log::LevelFilter::Warn,
@@ -125,8 +131,7 @@ fn cap_log_records(logged: Option<tracing::level_filters::LevelFilter>) {
         Some(LevelFilter::DEBUG) => log::LevelFilter::Debug,
         // No hint: the filter may want anything.
         Some(_) | None => log::LevelFilter::Trace,
-    };
-    log::set_max_level(level.min(log::max_level()));
+    }
 }
 
 /// Gives a reconcile's root `span` what caused it: a `trigger` span (its own trace, exported
@@ -293,6 +298,19 @@ mod tests {
     use tracing_subscriber::layer::SubscriberExt as _;
 
     use super::*;
+
+    #[test]
+    fn dependencies_log_records_should_be_made_at_the_level_the_log_filter_shows() {
+        let level = |directives: &str| log_level(EnvFilter::new(directives).max_level_hint());
+        // The default filter, whatever the recorder's debug spans raise the subscriber to.
+        assert_eq!(level("warn,reconhost=info"), log::LevelFilter::Info);
+        assert_eq!(
+            level("warn,reconhost=info,rustls=debug"),
+            log::LevelFilter::Debug
+        );
+        assert_eq!(level("trace"), log::LevelFilter::Trace);
+        assert_eq!(level("off"), log::LevelFilter::Off);
+    }
 
     #[tokio::test]
     async fn a_reconcile_that_will_be_exported_should_name_its_trace_to_its_timer() {
