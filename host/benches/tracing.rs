@@ -313,7 +313,7 @@ async fn main() {
     let baseline = std::env::var_os("TRACING_BASELINE").map(PathBuf::from);
     let calibrate = std::env::var_os("TRACING_CALIBRATE").is_some_and(|v| v == "1");
     let rotating = std::env::var_os("TRACING_ROTATE").is_none_or(|v| v != "0");
-    if rotating && rounds % MODES.len() != 0 {
+    if rotating && !rounds.is_multiple_of(MODES.len()) {
         eprintln!(
             "TRACING_ROUNDS={rounds}: not a multiple of {}, so the modes do not visit every place alike",
             MODES.len()
