@@ -27,6 +27,7 @@ use std::time::Instant;
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, SpanProcessor as _};
+use tracing_log::{AsLog as _, log};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
@@ -122,16 +123,8 @@ fn cap_log_records(logged: Option<tracing::level_filters::LevelFilter>) {
 
 /// The `log` level that shows what a filter whose level hint is `logged` shows.
 fn log_level(logged: Option<tracing::level_filters::LevelFilter>) -> log::LevelFilter {
-    use tracing::level_filters::LevelFilter;
-    match logged {
-        Some(LevelFilter::OFF) => log::LevelFilter::Off,
-        Some(LevelFilter::ERROR) => log::LevelFilter::Error,
-        Some(LevelFilter::WARN) => log::LevelFilter::Warn,
-        Some(LevelFilter::INFO) => log::LevelFilter::Info,
-        Some(LevelFilter::DEBUG) => log::LevelFilter::Debug,
-        // No hint: the filter may want anything.
-        Some(_) | None => log::LevelFilter::Trace,
-    }
+    // No hint: the filter may want anything.
+    logged.map_or(log::LevelFilter::Trace, |level| level.as_log())
 }
 
 /// Gives a reconcile's root `span` what caused it: a `trigger` span (its own trace, exported
