@@ -8,6 +8,28 @@ use reconhost::cli::Command;
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
+/// jemalloc: glibc's malloc was a fifth of the host's CPU, and jemalloc's per-thread caches
+/// take about a tenth off every reconcile at the same anonymous memory (docs/BENCHMARKS.md,
+/// *The allocator*).
+#[cfg(not(feature = "heap-profile"))]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read before `main` (`_RJEM_MALLOC_CONF` in the environment overrides
+/// them one by one). A background thread gives freed pages back, so an idle host shrinks too,
+/// a second after they were freed rather than ten, and with `MADV_DONTNEED` at once (no muzzy
+/// stage): pages given back lazily (`MADV_FREE`) still count in RSS and in the container's
+/// memory until the kernel wants them. Two arenas whatever the node's cores: jemalloc's
+/// default is four per core, each holding pages of its own, and the per-thread caches take
+/// most allocations without an arena's lock anyway.
+#[cfg(not(feature = "heap-profile"))]
+#[used]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static MALLOC_CONF: Option<&'static std::ffi::c_char> = Some(
+    // SAFETY: a C string literal lives for the whole program.
+    unsafe { &*c"background_thread:true,narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr() },
+);
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = reconhost::inspect::parse_cli();

@@ -225,9 +225,14 @@ fn in_worker(
     command
         .arg("compile-worker")
         .env_clear()
-        // Few malloc arenas: each reserves address space per thread, and the memory budget is
-        // about what the compiler uses.
-        .env("MALLOC_ARENA_MAX", "2")
+        // The budget bounds address space, so the worker's jemalloc gives back what is freed
+        // rather than keeping it mapped for reuse (`retain`), in one arena, with no background
+        // thread for a process that lives one compile: with the host's options the Python
+        // plugin needed 500–600 MiB of budget, with these 375–400 (glibc's malloc: 350–375).
+        .env(
+            "_RJEM_MALLOC_CONF",
+            "retain:false,narenas:1,background_thread:false",
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -32,6 +32,7 @@ mod languages;
 mod leader;
 mod lifecycle;
 mod lifecycle_sources;
+mod memory;
 mod monitoring;
 mod order;
 mod render;
