@@ -9,8 +9,8 @@ use reconhost::cli::Command;
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
 /// jemalloc: glibc's malloc was a fifth of the host's CPU, and jemalloc's per-thread caches
-/// take about a tenth off every reconcile at the same anonymous memory (docs/BENCHMARKS.md,
-/// *The allocator*).
+/// take 5–11 % off every reconcile at the same anonymous memory (docs/BENCHMARKS.md, *The
+/// allocator*).
 #[cfg(not(feature = "heap-profile"))]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
