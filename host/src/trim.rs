@@ -1,12 +1,12 @@
 //! Giving the allocator's free pages back to the system.
 //!
 //! The host's allocator is jemalloc (`main.rs`), whose background thread gives freed pages
-//! back about a second after they are freed. The host has moments
-//! that free far more than it will soon allocate again: a (re)list, which parses every object
-//! of a kind into a `Value` only to keep its compressed text; a resieve, which drops the text
-//! of most of a replica's children when it joins a ring; and a burst of reconciles (a first
-//! pass over every parent, a convergence), whose temporaries — each parent and its children
-//! parsed, the plan, the request bodies — are spread over the arenas of every worker thread.
+//! back about a second after they are freed. The host has moments that free far more than it
+//! will soon allocate again: a (re)list, which parses every object of a kind into a `Value`
+//! only to keep its compressed text; a resieve, which drops the text of most of a replica's
+//! children when it joins a ring; and a burst of reconciles (a first pass over every parent, a
+//! convergence), whose temporaries — each parent and its children parsed, the plan, the
+//! request bodies — are spread over every worker thread.
 //! After each, [`give_back_freed_memory`] returns the free pages at once rather than over the
 //! decay: a few milliseconds, at moments that are rare. (Under glibc's malloc, which kept what
 //! was freed in the middle of its arenas until `malloc_trim`, these trims were what gave
