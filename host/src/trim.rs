@@ -12,7 +12,7 @@
 //! was freed in the middle of its arenas until `malloc_trim`, these trims were what gave
 //! memory back at all.) What no trim returns is a page one long-lived block keeps, which is
 //! why the cache makes few such blocks and lists in small pages (`cache::informers`).
-//! mimalloc, measured in glibc's place, held more, idle and at 10,000 parents
+//! mimalloc, measured before jemalloc was taken, held more, idle and at 10,000 parents
 //! (docs/BENCHMARKS.md).
 
 use std::sync::atomic::{AtomicU64, Ordering};
