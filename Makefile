@@ -152,12 +152,15 @@ manifests: crds
 	bash scripts/manifests.sh > deploy/manifests/reconhost.yaml
 
 ## lint: clippy on both workspaces, rustfmt, and the docs, with warnings as errors
+# In the profiles, targets and flags the builds use (`make test-build`, `make plugins`): the
+# build scripts' runs (jemalloc's and ring's C, Cranelift's generated code) and the proc-macros
+# (wit-bindgen's among them) are then those the builds made, not a second set for dev.
 lint:
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	cd plugins && $(CARGO) clippy --workspace --all-targets --target wasm32-wasip2 -- -D warnings
+	$(STATIC_CARGO) clippy $(STATIC_FLAGS) --workspace --all-targets -- -D warnings
+	cd plugins && CARGO_TARGET_DIR=$(TARGET_DIR) $(CARGO) clippy --release --workspace --all-targets --target wasm32-wasip2 -- -D warnings
 	$(CARGO) fmt --all --check
 	cd plugins && $(CARGO) fmt --all --check
-	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --document-private-items
+	RUSTDOCFLAGS="-D warnings" $(STATIC_CARGO) doc $(STATIC_FLAGS) --workspace --no-deps --document-private-items
 
 ## cluster-up: start the control plane in the background; the last line is KUBECONFIG=<path>
 cluster-up: tools
