@@ -76,8 +76,11 @@ tools:
 	@bash tools/cosign/build.sh >/dev/null
 
 ## image: the container image as an OCI layout in target/image/oci (reconhost:<version>), and the Containerfile's build context
+# The binary is the one the tests ran and the benchmarks measured: `make test-build`'s, whose
+# features the test binaries' dev-dependencies join (tokio's `test-util`). Built alone, the host
+# would differ in those and compile about 40 crates a second time.
 image:
-	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost --bin reconhost
+	$(STATIC_CARGO) build $(STATIC_FLAGS) --workspace --bins --tests
 	rm -rf $(RECONHOST_IMAGE_DIR)
 	mkdir -p $(RECONHOST_IMAGE_DIR)
 	# Stripped here rather than by the compiler, so the tests' binaries (same build) keep symbols.
