@@ -1,6 +1,6 @@
 //! reconhost's integration tests, as one test binary (wasmtime's `tests/all` shape): the
 //! dependencies are compiled and linked once rather than once per suite, and the harness keeps
-//! both test threads busy across suites instead of idling at the end of each. The helpers the
+//! its test threads busy across suites instead of idling at the end of each. The helpers the
 //! suites share with the cluster benchmarks are `reconhost_tests::world`, known here as `common`.
 //!
 //! Every module is a suite; `cargo test --test all -- <suite>::` runs one (`make test-faults`
