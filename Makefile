@@ -72,11 +72,10 @@ bench-converge: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench converge
 
-## tools: the Go-built tools, each once into a version-keyed cache: the control plane (kube-scheduler and kwok too: `reconhost-cluster up` runs them), the OCI tools, helm, toxiproxy
+## tools: the Go-built tools, each once into a version-keyed cache: the control plane with kwok and helm (one Go module: `reconhost-cluster up` runs kube-scheduler and kwok), the OCI tools, toxiproxy, cosign
 tools:
 	@bash tools/k8s/build.sh >/dev/null
 	@bash tools/oci/build.sh >/dev/null
-	@bash tools/helm/build.sh >/dev/null
 	@bash tools/toxiproxy/build.sh >/dev/null
 	@bash tools/cosign/build.sh >/dev/null
 
@@ -146,7 +145,7 @@ bench-languages: plugins
 test-faults: tools plugins
 	$(STATIC_CARGO) test $(STATIC_FLAGS) -p reconhost --test all -- faults:: --nocapture
 
-## k8s: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok if missing
+## k8s: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and helm if missing
 k8s:
 	@bash tools/k8s/build.sh >/dev/null
 

@@ -7,14 +7,11 @@ use crate::Error;
 
 /// The Kubernetes release the binaries are built from. Must match `K8S_VERSION` in
 /// tools/k8s/build.sh and the k8s-openapi feature in the root Cargo.toml.
-pub const K8S_VERSION: &str = "v1.35.4";
+pub const K8S_VERSION: &str = "v1.37.2";
 
 /// The OCI tools' cache directory name, as tools/oci/build.sh writes it (versions of the
 /// distribution registry and of oras).
 pub const OCI_TOOLS: &str = "registry-v3.1.2-oras-v1.3.6";
-
-/// The helm release tools/helm/build.sh builds (must match `HELM_VERSION` there).
-pub const HELM_VERSION: &str = "v4.3.2";
 
 /// The cosign release tools/cosign/build.sh builds (must match `COSIGN_VERSION` there).
 pub const COSIGN_VERSION: &str = "v2.6.5";
@@ -72,14 +69,9 @@ impl Binaries {
         found(Self::oci_dir().join(binary), binary)
     }
 
-    /// helm, built by tools/helm/build.sh (`make tools`) into `$RECONHOST_CACHE/helm/<version>`.
+    /// helm, built with the control plane from the same Go module (tools/k8s/build.sh).
     pub fn helm() -> Result<PathBuf, Error> {
-        let cache = Self::dir()
-            .parent()
-            .and_then(Path::parent)
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        found(cache.join("helm").join(HELM_VERSION).join("helm"), "helm")
+        found(Self::dir().join("helm"), "helm")
     }
 
     /// cosign, built by tools/cosign/build.sh (`make tools`) into

@@ -63,7 +63,7 @@ pub enum Error {
     },
     /// A control-plane binary has not been built.
     #[error(
-        "{binary} not found at {path}: build the tools with `make tools` (tools/k8s/build.sh, tools/oci/build.sh, tools/helm/build.sh)"
+        "{binary} not found at {path}: build the tools with `make tools` (the build.sh scripts under tools/)"
     )]
     MissingBinary {
         /// The binary's name.

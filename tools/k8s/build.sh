@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Builds the local control plane from the Kubernetes Go modules into a version-keyed cache outside
-# the clone: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok
+# the clone: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and helm
 # (`reconhost-cluster up`, which `make run` and the harness tests use, runs the scheduler and a
-# fake node). A binary already in the cache is not rebuilt, so a warm machine pays nothing; a cold
-# one pays the full compile once.
+# fake node; the chart's tests run helm). A binary already in the cache is not rebuilt, so a warm
+# machine pays nothing; a cold one pays the full compile once.
 #
 # Prints the cache directory as its last line.
 set -euo pipefail
 
 # Kubernetes release; also in go.mod (with a replace per staging module), in
 # tests/src/binaries.rs and in the k8s-openapi feature of the root Cargo.toml. etcd comes at the
-# version this release pins (go.mod's tool directive: go.etcd.io/etcd/server/v3 v3.6.5).
-K8S_VERSION=v1.35.4
+# version this release pins (go.mod: go.etcd.io/etcd/server/v3 v3.7.0).
+K8S_VERSION=v1.37.2
 # kwok provides fake nodes (pods on them report Running and Ready), so Deployments progress in
-# `make run` without a kubelet; its newest tag that builds with Go 1.26.
+# `make run` without a kubelet. kwok and helm (the chart's tests) are tools of go.mod like the
+# control plane, built in the same `go build`: one module resolves one version of every library
+# they share, the Kubernetes client libraries above all, and each is compiled once. Built apart
+# (`go install tool@version`), they compiled three versions of k8s.io/api, apimachinery and
+# client-go in full. Both versions are also in go.mod; the build stops if they differ.
 KWOK_VERSION=v0.8.0
+HELM_VERSION=v4.3.2
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${RECONHOST_CACHE:-$HOME/.cache/reconhost}
@@ -28,26 +33,38 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
  -X k8s.io/component-base/version.gitTreeState=clean \
  -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z \
  -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION \
- -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+ -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor \
+ -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION"
 
 # What is missing is built by one `go build`, so packages compile once for all of them and one
 # binary links while another still compiles.
-want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
+want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
 declare -A package=(
   [etcd]=go.etcd.io/etcd/server/v3
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
   [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [kwok]=sigs.k8s.io/kwok/cmd/kwok
+  [helm]=helm.sh/helm/v4/cmd/helm
 )
 missing=()
 for name in "${want[@]}"; do [ -x "$out/$name" ] || missing+=("$name"); done
 if ((${#missing[@]})); then
+  for pin in "sigs.k8s.io/kwok $KWOK_VERSION" "helm.sh/helm/v4 $HELM_VERSION"; do
+    read -r module version <<<"$pin"
+    pinned=$(cd "$here" && go list -m -f '{{.Version}}' "$module")
+    if [ "$pinned" != "$version" ]; then
+      echo "tools/k8s/go.mod has $module $pinned, build.sh says $version: change both" >&2
+      exit 1
+    fi
+  done
   start=$SECONDS
   echo "building ${missing[*]}" >&2
   staging="$out/.staging"
   rm -rf "$staging" && mkdir -p "$staging"
-  # The -X flags name Kubernetes' version variables; etcd has none of them, so they are inert there.
+  # The -X flags name Kubernetes' version variables and helm's (without it `helm version` prints
+  # only the minor version); a binary without the variable ignores its flag.
   (cd "$here" && go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$ldflags" \
      -o "$staging/" $(for name in "${missing[@]}"; do echo "${package[$name]}"; done))
   # go build names a binary after its package path, without a major-version suffix: etcd's is
@@ -58,16 +75,6 @@ if ((${#missing[@]})); then
   done
   rm -rf "$staging"
   echo "built ${missing[*]} in $((SECONDS - start))s" >&2
-fi
-
-if [ ! -x "$out/kwok" ]; then
-  # kwok is its own module with no replace directives; building it inside ours would force our
-  # Kubernetes versions on it.
-  start=$SECONDS
-  echo "building kwok $KWOK_VERSION" >&2
-  GOBIN="$out/.kwok-bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-  mv "$out/.kwok-bin/kwok" "$out/kwok" && rmdir "$out/.kwok-bin"
-  echo "built kwok in $((SECONDS - start))s" >&2
 fi
 
 if [ ! -f "$out/kwok-stages.yaml" ]; then

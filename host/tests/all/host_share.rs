@@ -106,11 +106,11 @@ async fn kubeconfig_as(world: &World, name: &str) -> tempfile::NamedTempFile {
         .await
         .expect("the host's ServiceAccount");
     let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: Vec::new(),
+        // No audiences: the token is for the API server itself.
+        spec: Some(TokenRequestSpec {
             expiration_seconds: Some(3600),
             ..Default::default()
-        },
+        }),
         ..Default::default()
     };
     let token = accounts
