@@ -48,6 +48,12 @@ declare -A package=(
   [kwok]=sigs.k8s.io/kwok/cmd/kwok
   [helm]=helm.sh/helm/v4/cmd/helm
 )
+# The directory is keyed by the Kubernetes release alone; a stamp of go.mod catches a change to
+# kwok's or helm's version (or any other pin) and rebuilds everything from it.
+stamp=$(sha256sum "$here/go.mod" | cut -c1-16)
+if [ "$(cat "$out/.go.mod.sha256" 2>/dev/null)" != "$stamp" ]; then
+  for name in "${want[@]}" kwok-stages.yaml; do rm -f "$out/$name"; done
+fi
 missing=()
 for name in "${want[@]}"; do [ -x "$out/$name" ] || missing+=("$name"); done
 if ((${#missing[@]})); then
@@ -74,6 +80,7 @@ if ((${#missing[@]})); then
     mv "$staging/$name" "$out/$name"   # rename last so an interrupted build never looks finished
   done
   rm -rf "$staging"
+  echo "$stamp" >"$out/.go.mod.sha256"
   echo "built ${missing[*]} in $((SECONDS - start))s" >&2
 fi
 
