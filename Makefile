@@ -72,12 +72,9 @@ bench-converge: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench converge
 
-## tools: the Go-built tools, each once into a version-keyed cache: the control plane with kwok and helm (one Go module: `reconhost-cluster up` runs kube-scheduler and kwok), the OCI tools, toxiproxy, cosign
+## tools: the Go-built tools, once, from one Go module into a cache keyed by the Kubernetes release: the control plane, kwok (`reconhost-cluster up` runs kube-scheduler and kwok), helm, the registry and oras, toxiproxy, cosign
 tools:
 	@bash tools/k8s/build.sh >/dev/null
-	@bash tools/oci/build.sh >/dev/null
-	@bash tools/toxiproxy/build.sh >/dev/null
-	@bash tools/cosign/build.sh >/dev/null
 
 ## image: the container image as an OCI layout in target/image/oci (reconhost:<version>), and the Containerfile's build context
 # The binary is the one the tests ran and the benchmarks measured: `make test-build`'s, whose

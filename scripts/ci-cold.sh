@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Measures a cold CI run honestly: `.ci/run` on a fresh clone of a commit (HEAD by default), with
 # every build cache it fills pointed at empty directories — the tools cache ($RECONHOST_CACHE:
-# the control plane, OCI tools, helm, toxiproxy, the Python and TypeScript toolchains), Cargo's
-# target directory and Go's build cache. Downloads stay cached (the crate registry, the Go module
-# cache, npm's cache, Debian's packages): the registries are local mirrors here, so fetching them
+# the Go-built tools, the Python and TypeScript toolchains), Cargo's target directory and Go's
+# build cache. Downloads stay cached (the crate registry, the Go module cache, npm's cache,
+# Debian's packages): the registries are local mirrors here, so fetching them
 # again measures nothing of ours.
 #
 #   scripts/ci-cold.sh [COMMIT]        # prints the phase timings and the total as its last lines

@@ -1,5 +1,7 @@
-//! Where the control-plane binaries are. `tools/k8s/build.sh` builds them into a version-keyed
-//! cache outside the clone; this module only finds them.
+//! Where the Go-built tools are: the control plane, and the tools the tests run beside it (kwok,
+//! helm, the registry, oras, toxiproxy, cosign). `tools/k8s/build.sh` builds them all from one Go
+//! module into a cache outside the clone, keyed by the Kubernetes release; this module only
+//! finds them.
 
 use std::path::{Path, PathBuf};
 
@@ -8,16 +10,6 @@ use crate::Error;
 /// The Kubernetes release the binaries are built from. Must match `K8S_VERSION` in
 /// tools/k8s/build.sh and the k8s-openapi feature in the root Cargo.toml.
 pub const K8S_VERSION: &str = "v1.37.2";
-
-/// The OCI tools' cache directory name, as tools/oci/build.sh writes it (versions of the
-/// distribution registry and of oras).
-pub const OCI_TOOLS: &str = "registry-v3.1.2-oras-v1.3.6";
-
-/// The cosign release tools/cosign/build.sh builds (must match `COSIGN_VERSION` there).
-pub const COSIGN_VERSION: &str = "v2.6.5";
-
-/// The toxiproxy release tools/toxiproxy/build.sh builds (must match `TOXIPROXY_VERSION` there).
-pub const TOXIPROXY_VERSION: &str = "v2.5.0";
 
 /// Paths of the built control-plane binaries.
 #[derive(Debug, Clone)]
@@ -50,54 +42,10 @@ impl Binaries {
         cache.join("k8s").join(K8S_VERSION)
     }
 
-    /// The OCI tools' directory: `$RECONHOST_CACHE/oci/<versions>` (tools/oci/build.sh).
-    pub fn oci_dir() -> PathBuf {
-        Self::dir()
-            .parent()
-            .and_then(Path::parent)
-            .map(|cache| cache.join("oci").join(OCI_TOOLS))
-            .unwrap_or_default()
-    }
-
-    /// A control-plane binary that only some set-ups use (kube-scheduler, kwok).
+    /// A binary that only some set-ups use: kube-scheduler, kwok, helm, the OCI tools
+    /// (`registry`, `oras`), `toxiproxy-server`, `cosign`.
     pub fn optional(binary: &'static str) -> Result<PathBuf, Error> {
         found(Self::dir().join(binary), binary)
-    }
-
-    /// An OCI tool (`registry`, `oras`), built by tools/oci/build.sh (`make tools`).
-    pub fn oci_tool(binary: &'static str) -> Result<PathBuf, Error> {
-        found(Self::oci_dir().join(binary), binary)
-    }
-
-    /// helm, built with the control plane from the same Go module (tools/k8s/build.sh).
-    pub fn helm() -> Result<PathBuf, Error> {
-        found(Self::dir().join("helm"), "helm")
-    }
-
-    /// cosign, built by tools/cosign/build.sh (`make tools`) into
-    /// `$RECONHOST_CACHE/cosign/<version>`.
-    pub fn cosign() -> Result<PathBuf, Error> {
-        let cache = Self::dir()
-            .parent()
-            .and_then(Path::parent)
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        found(
-            cache.join("cosign").join(COSIGN_VERSION).join("cosign"),
-            "cosign",
-        )
-    }
-
-    /// toxiproxy's server, built by tools/toxiproxy/build.sh (`make tools`) into
-    /// `$RECONHOST_CACHE/toxiproxy/<version>`.
-    pub fn toxiproxy() -> Result<PathBuf, Error> {
-        let cache = Self::dir()
-            .parent()
-            .and_then(Path::parent)
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        let path = cache.join("toxiproxy").join(TOXIPROXY_VERSION);
-        found(path.join("toxiproxy-server"), "toxiproxy-server")
     }
 
     /// Finds every binary, or names the first one missing.

@@ -243,7 +243,7 @@ impl ControlPlane {
 
     /// The distribution registry on a free loopback port, storing under the run directory.
     async fn start_registry(&mut self, logs: &Path) -> Result<(), Error> {
-        let program = Binaries::oci_tool("registry")?;
+        let program = Binaries::optional("registry")?;
         let data = self.dir.join("registry-data");
         std::fs::create_dir_all(&data).map_err(io(format!("creating {}", data.display())))?;
         let [port] = free_ports()?;
