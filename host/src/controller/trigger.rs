@@ -165,6 +165,10 @@ impl Triggers {
     /// What the reconcile of `key` that begins now holds: whether it is traced, and if so its
     /// cause and since when it waited.
     pub fn take(&self, key: &ObjectKey) -> Option<Held> {
+        // Nothing is held while traces are not exported (`hold`), so no lock is needed either.
+        if !crate::telemetry::enabled() {
+            return None;
+        }
         self.pending
             .lock()
             .expect("trigger lock poisoned")
@@ -173,6 +177,9 @@ impl Triggers {
 
     /// The parent is gone.
     pub fn forget(&self, key: &ObjectKey) {
+        if !crate::telemetry::enabled() {
+            return;
+        }
         self.pending
             .lock()
             .expect("trigger lock poisoned")
