@@ -27,7 +27,12 @@ impl Toxiproxy {
     pub fn start(log_dir: &Path) -> Result<Self, Error> {
         let [api] = free_ports()?;
         let args = vec!["-host=127.0.0.1".to_owned(), format!("-port={api}")];
-        let process = Component::spawn("toxiproxy", &Binaries::optional("toxiproxy-server")?, &args, log_dir)?;
+        let process = Component::spawn(
+            "toxiproxy",
+            &Binaries::optional("toxiproxy-server")?,
+            &args,
+            log_dir,
+        )?;
         let proxy = Self {
             _process: process,
             api,
