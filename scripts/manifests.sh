@@ -5,7 +5,7 @@
 # `make manifests` writes the file; a test fails when it differs from what this prints.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-helm=${HELM:-$(bash tools/k8s/build.sh | tail -1)/helm}
+helm=${HELM:-$(bash tools/k8s/build.sh helm | tail -1)/helm}
 
 cat <<'HEADER'
 # reconhost, for `kubectl apply -f`: `helm template` of deploy/charts/reconhost with its default

@@ -8,6 +8,8 @@
 # A binary already in the cache is not rebuilt, so a warm machine pays nothing; a cold one pays the
 # full compile once.
 #
+#   tools/k8s/build.sh [TOOL...]   # the named tools only (`helm` for `make manifests`); default all
+#
 # Prints the cache directory as its last line.
 set -euo pipefail
 
@@ -62,11 +64,18 @@ declare -A package=(
   [toxiproxy-server]=github.com/Shopify/toxiproxy/v2/cmd/server
   [cosign]=github.com/sigstore/cosign/v2/cmd/cosign
 )
+if (($#)); then
+  for name in "$@"; do
+    [ -n "${package[$name]:-}" ] || { echo "no tool $name here; there are: ${want[*]}" >&2; exit 2; }
+  done
+  want=("$@")
+fi
 # The directory is keyed by the Kubernetes release alone; a stamp of go.mod catches a change to
-# another tool's version (or any other pin) and rebuilds everything from it.
+# another tool's version (or any other pin): every tool built from an older go.mod is removed,
+# and built again when asked for.
 stamp=$(sha256sum "$here/go.mod" | cut -c1-16)
 if [ "$(cat "$out/.go.mod.sha256" 2>/dev/null)" != "$stamp" ]; then
-  for name in "${want[@]}" kwok-stages.yaml; do rm -f "$out/$name"; done
+  for name in "${!package[@]}" kwok-stages.yaml; do rm -f "$out/$name"; done
 fi
 missing=()
 for name in "${want[@]}"; do [ -x "$out/$name" ] || missing+=("$name"); done
