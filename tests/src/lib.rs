@@ -61,10 +61,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A control-plane binary has not been built.
-    #[error(
-        "{binary} not found at {path}: build the tools with `make tools` (the build.sh scripts under tools/)"
-    )]
+    /// A Go-built tool (the control plane, kwok, helm, the OCI tools, toxiproxy, cosign) is
+    /// missing.
+    #[error("{binary} not found at {path}: build the tools with `make tools` (tools/k8s/build.sh)")]
     MissingBinary {
         /// The binary's name.
         binary: &'static str,
