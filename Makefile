@@ -142,9 +142,9 @@ bench-languages: plugins
 test-faults: tools plugins
 	$(STATIC_CARGO) test $(STATIC_FLAGS) -p reconhost --test all -- faults:: --nocapture
 
-## k8s: build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and helm if missing
+## k8s: build the control plane alone if missing (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok); `make tools` builds the rest too
 k8s:
-	@bash tools/k8s/build.sh >/dev/null
+	@bash tools/k8s/build.sh etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok >/dev/null
 
 ## crds: regenerate deploy/crds/ and the chart's crds/ from the Rust types (a test fails when they drift)
 crds:

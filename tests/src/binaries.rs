@@ -42,9 +42,10 @@ impl Binaries {
         cache.join("k8s").join(K8S_VERSION)
     }
 
-    /// A binary that only some set-ups use: kube-scheduler, kwok, helm, the OCI tools
-    /// (`registry`, `oras`), `toxiproxy-server`, `cosign`.
-    pub fn optional(binary: &'static str) -> Result<PathBuf, Error> {
+    /// A tool beside the four binaries every control plane needs ([`Binaries::locate`]):
+    /// kube-scheduler, kwok, helm, the OCI tools (`registry`, `oras`), `toxiproxy-server`,
+    /// `cosign`.
+    pub fn tool(binary: &'static str) -> Result<PathBuf, Error> {
         found(Self::dir().join(binary), binary)
     }
 

@@ -243,7 +243,7 @@ impl ControlPlane {
 
     /// The distribution registry on a free loopback port, storing under the run directory.
     async fn start_registry(&mut self, logs: &Path) -> Result<(), Error> {
-        let program = Binaries::optional("registry")?;
+        let program = Binaries::tool("registry")?;
         let data = self.dir.join("registry-data");
         std::fs::create_dir_all(&data).map_err(io(format!("creating {}", data.display())))?;
         let [port] = free_ports()?;
@@ -271,7 +271,7 @@ impl ControlPlane {
 
     /// kube-scheduler and kwok, and the fake node they run pods on.
     async fn start_workloads(&mut self, logs: &Path, client: &kube::Client) -> Result<(), Error> {
-        let scheduler = Binaries::optional("kube-scheduler")?;
+        let scheduler = Binaries::tool("kube-scheduler")?;
         let kubeconfig = self.kubeconfig().display().to_string();
         let args = vec![
             format!("--kubeconfig={kubeconfig}"),
@@ -281,7 +281,7 @@ impl ControlPlane {
             "--secure-port=0".to_owned(),
         ];
         self.spawn("kube-scheduler", &scheduler, &args, logs)?;
-        let kwok = Binaries::optional("kwok")?;
+        let kwok = Binaries::tool("kwok")?;
         let stages = Binaries::dir().join("kwok-stages.yaml");
         let args = vec![
             format!("--kubeconfig={kubeconfig}"),

@@ -29,7 +29,7 @@ impl Toxiproxy {
         let args = vec!["-host=127.0.0.1".to_owned(), format!("-port={api}")];
         let process = Component::spawn(
             "toxiproxy",
-            &Binaries::optional("toxiproxy-server")?,
+            &Binaries::tool("toxiproxy-server")?,
             &args,
             log_dir,
         )?;

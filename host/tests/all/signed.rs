@@ -17,7 +17,7 @@ const GENERATOR: [&str; 2] = ["examples.reconhost.dev/v1alpha1", "ConfigMapGener
 const GENERATOR_RP: &str = "configmapgenerator.examples.reconhost.dev";
 
 fn cosign() -> std::path::PathBuf {
-    reconhost_tests::binaries::Binaries::optional("cosign").unwrap_or_else(|e| panic!("{e}"))
+    reconhost_tests::binaries::Binaries::tool("cosign").unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `cosign <args>` in `dir`, with the empty password the keys here are made with.

@@ -23,7 +23,7 @@ pub fn root() -> PathBuf {
 
 /// helm from the tool cache.
 pub fn helm_binary() -> PathBuf {
-    Binaries::optional("helm").unwrap_or_else(|e| panic!("{e}"))
+    Binaries::tool("helm").unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A program on PATH, or a failure that says how to install it.

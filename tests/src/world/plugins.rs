@@ -244,7 +244,7 @@ pub fn has(rp: &Value, type_: &str, status: &str, reason: &str) -> bool {
 
 /// An OCI tool (`oras`, `registry`) from the tool cache.
 pub fn oci_tool(name: &'static str) -> PathBuf {
-    crate::binaries::Binaries::optional(name).unwrap_or_else(|e| panic!("{e}"))
+    crate::binaries::Binaries::tool(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Runs a command and returns its stdout, failing the test with its stderr.
