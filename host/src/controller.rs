@@ -91,6 +91,21 @@ pub struct Controller {
     /// The resync period now: the stable revision's, else the host's `--sync-period`.
     sync_period: watch::Sender<Duration>,
     resync: JoinHandle<()>,
+    /// The last count of the parents owned ([`Controller::owned`]).
+    owned: std::sync::Mutex<Option<OwnedCount>>,
+}
+
+/// A count of the parents a ring member owns, and what it was counted against: it holds
+/// while the route (and with it the assignment) and the parents' keys stay as they were. A
+/// member reports the count at every reading of the ring, every retry period, and counting
+/// hashes every cached parent's key: about 1.4 ms at 9,000 parents, each 2 s, which held back
+/// a member at a small CPU quota (docs/BENCHMARKS.md, *Side by side*).
+struct OwnedCount {
+    /// The route counted under; a weak pointer keeps its address from being reused.
+    route: std::sync::Weak<Route<Arc<Revision>>>,
+    /// The parents' [`crate::cache::Store::key_set`] counted.
+    key_set: u64,
+    owned: usize,
 }
 
 #[derive(Default)]
@@ -142,6 +157,7 @@ impl Controller {
             revisions: AtomicU64::new(0),
             sync_period,
             resync,
+            owned: std::sync::Mutex::new(None),
         }
     }
 
@@ -307,25 +323,34 @@ impl Controller {
         self.queue.processing().len()
     }
 
-    /// How many cached parents this replica owns.
+    /// How many cached parents this replica owns: counted again only when the route or the
+    /// set of parents changed since the last count.
     pub fn owned(&self) -> usize {
-        let route = self.route.read().expect("route lock poisoned");
-        let Some(route) = route.as_ref() else {
+        let Some(route) = self.route.read().expect("route lock poisoned").clone() else {
             return 0;
         };
-        match &route.assignment {
-            Assignment::All => route.stable.wiring().parents().store().len(),
-            Assignment::Nothing => 0,
-            Assignment::Shard(claims) => route
-                .stable
-                .wiring()
-                .parents()
-                .store()
-                .keys()
-                .iter()
-                .filter(|key| claims.owns(key))
-                .count(),
+        let store = route.stable.wiring().parents().store();
+        let claims = match &route.assignment {
+            Assignment::All => return store.len(),
+            Assignment::Nothing => return 0,
+            Assignment::Shard(claims) => claims,
+        };
+        // Read before counting: a key that comes meanwhile makes the next call count again.
+        let key_set = store.key_set();
+        let mut last = self.owned.lock().expect("owned lock poisoned");
+        if let Some(last) = last.as_ref()
+            && last.key_set == key_set
+            && std::ptr::eq(last.route.as_ptr(), Arc::as_ptr(&route))
+        {
+            return last.owned;
         }
+        let owned = store.count_keys(|key| claims.owns(key));
+        *last = Some(OwnedCount {
+            route: Arc::downgrade(&route),
+            key_set,
+            owned,
+        });
+        owned
     }
 
     fn owns_any(&self) -> bool {

@@ -69,6 +69,11 @@ struct Indexed {
     /// its plan); without the tombstone that older answer would bring the object back as a
     /// ghost, and the planner would never recreate it.
     deleted: HashMap<ObjectKey, (String, Instant)>,
+    /// How many of `objects` are stubs.
+    stubs: usize,
+    /// Bumped whenever a key comes or goes (not when an object is replaced): what a count
+    /// over the keys is kept against, so a ring member need not walk every parent each round.
+    key_set: u64,
 }
 
 /// How long a tombstone is kept. The race it guards is one reconcile's apply (the answer to
@@ -96,10 +101,13 @@ impl Indexed {
 
     /// Caches `object` in place of what it replaces, in every index; returns what it replaced.
     fn insert(&mut self, object: Arc<Cached>) -> Option<Arc<Cached>> {
+        let stub = !object.is_whole();
         let old = self.objects.replace(Entry(object.clone())).map(|e| e.0);
-        if let Some(old) = &old {
-            self.unindex(old);
+        match &old {
+            Some(old) => self.unindex(old),
+            None => self.key_set += 1,
         }
+        self.stubs += usize::from(stub);
         if let Some(owner) = object.meta.controller() {
             let owned = self.by_owner.entry(owner.uid.to_owned()).or_default();
             let at = owned
@@ -113,10 +121,13 @@ impl Indexed {
     fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Cached>> {
         let old = self.objects.take(key)?.0;
         self.unindex(&old);
+        self.key_set += 1;
         Some(old)
     }
 
+    /// Takes `old` out of the owner index and the stub count.
     fn unindex(&mut self, old: &Cached) {
+        self.stubs -= usize::from(!old.is_whole());
         if let Some(owner) = old.meta.controller()
             && let Some(owned) = self.by_owner.get_mut(owner.uid)
         {
@@ -175,10 +186,25 @@ impl Store {
             .len()
     }
 
-    /// How many of the cached objects are stubs (a walk of them all).
+    /// How many of the cached objects are stubs.
     pub fn stubs(&self) -> usize {
+        self.inner.read().expect("store lock poisoned").stubs
+    }
+
+    /// A number that changes whenever a key is cached or removed, and only then: a count over
+    /// the keys taken at one value holds for as long as it stays.
+    pub fn key_set(&self) -> u64 {
+        self.inner.read().expect("store lock poisoned").key_set
+    }
+
+    /// How many cached keys `counted` accepts, without copying them out.
+    pub fn count_keys(&self, counted: impl Fn(&ObjectKey) -> bool) -> usize {
         let inner = self.inner.read().expect("store lock poisoned");
-        inner.objects.iter().filter(|e| !e.0.is_whole()).count()
+        inner
+            .objects
+            .iter()
+            .filter(|e| counted(&e.0.meta.key))
+            .count()
     }
 
     #[cfg(test)]
@@ -462,6 +488,46 @@ mod tests {
         let kept = store.stubs_kept(|m| m.controller().is_some_and(|o| o.uid == "p2"));
         assert_eq!(names(kept), ["a/y"], "the stub kept again, not the whole x");
         assert!(store.stubs_kept(|_| false).is_empty());
+    }
+
+    #[test]
+    fn stub_count_and_key_set_should_follow_every_way_objects_come_and_go() {
+        let store = Store::default();
+        let stubs_by_walk = |store: &Store| {
+            store
+                .list("", &Selector::default())
+                .iter()
+                .filter(|o| !o.is_whole())
+                .count()
+        };
+        let start = store.key_set();
+        store.upsert(stub_at("5"));
+        store.upsert(object("a", "y", Some("p2"), json!({})));
+        let two = store.key_set();
+        assert_ne!(two, start, "keys came");
+        assert_eq!((store.stubs(), stubs_by_walk(&store)), (1, 1));
+
+        store.hydrate(at("5"));
+        assert_eq!((store.stubs(), stubs_by_walk(&store)), (0, 0), "filled");
+        store.shrink(|_| false);
+        assert_eq!(
+            (store.stubs(), stubs_by_walk(&store)),
+            (2, 2),
+            "both given up"
+        );
+        store.upsert(at("6"));
+        assert_eq!(store.stubs(), 1, "a newer version, whole");
+        assert_eq!(store.key_set(), two, "no key came or went");
+        assert_eq!(store.count_keys(|k| k.name == "y"), 1);
+
+        store.remove(&ObjectKey::new("a", "y"), Some("7"));
+        assert_eq!(
+            (store.stubs(), stubs_by_walk(&store)),
+            (0, 0),
+            "the stub removed"
+        );
+        assert_ne!(store.key_set(), two, "a key went");
+        assert_eq!(store.count_keys(|_| true), 1);
     }
 
     fn at(version: &str) -> Cached {
