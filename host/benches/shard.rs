@@ -36,9 +36,18 @@
 //! to another replica since (a replica queues only its own parents, so none while the ring
 //! stays as it is).
 //!
+//! **Side by side** (`SHARD_BESIDE=1`): runs one after another are minutes apart, and this
+//! machine's speed moves by up to a fifth in minutes, which a ratio of two runs carries whole.
+//! So this mode runs one replica over `SHARD_PARENTS` parents and three over three times as
+//! many at the same time, each ring in a namespace of its own: each member has as many parents
+//! of its own as the lone replica, and as many of others' for each of its own as in a ring of
+//! three over `SHARD_PARENTS`, and both rings converge over about the same minutes, on the
+//! same machine. The ratio of their parents per second is the throughput of three over one.
+//!
 //! Environment: `SHARD_PARENTS` (default 3000), `SHARD_MILLICORES` (each replica's quota in
 //! thousandths of a CPU, default 15), `SHARD_REPLICAS` (runs with 1 to this many, default 3; 0
 //! for the handovers alone), `SHARD_ROUNDS` (default 2; rounds alternate the order),
+//! `SHARD_BESIDE` (1: the rounds run one and three replicas side by side instead),
 //! `SHARD_HANDOVER` (0 skips the handovers), `SHARD_HANDOVER_MILLICORES` (default 500),
 //! `SHARD_HOT` (parents changing during the handovers, default 40) and `SHARD_CHURN_MS` (each
 //! of them changes this often, default 1000).
@@ -81,6 +90,7 @@ pub struct Settings {
     hot: usize,
     churn: Duration,
     handover: bool,
+    beside: bool,
 }
 
 /// The longest a convergence may take: one replica at a small quota is slow.
@@ -111,8 +121,15 @@ async fn create(world: &World, parents: usize) -> Duration {
     start.elapsed()
 }
 
-/// `n` replicas on a clean namespace, the parents created once the ring has settled.
-async fn throughput(s: &Settings, n: usize) -> Throughput {
+/// `n` replicas on a clean namespace, `parents` created once the ring has settled and, side by
+/// side, once every ring passed `together` (the rings load the machine at once from the first
+/// create: the one whose replicas compiled sooner would otherwise start alone).
+async fn throughput(
+    s: &Settings,
+    n: usize,
+    parents: usize,
+    together: Option<&tokio::sync::Barrier>,
+) -> Throughput {
     let world = World::new(&format!("shard-{n}")).await;
     let names = names(1..=n);
     let replicas = replicas::start_all(&world, &names, s.millicores).await;
@@ -122,6 +139,9 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
     // skipped, then gained.
     tokio::time::sleep(ROUND).await;
     let convergence = Convergence::start(&world).await;
+    if let Some(together) = together {
+        together.wait().await;
+    }
 
     let cpu = |rs: &[Replica]| rs.iter().map(Replica::cpu).collect::<Vec<_>>();
     let throttling = |rs: &[Replica]| rs.iter().map(Replica::throttling).collect::<Vec<_>>();
@@ -146,8 +166,8 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
         })
         .unzip();
     let start = Instant::now();
-    let created = create(&world, s.parents).await;
-    let done = convergence.all(s.parents, CONVERGE_LIMIT).await;
+    let created = create(&world, parents).await;
+    let done = convergence.all(parents, CONVERGE_LIMIT).await;
     let wall = done - start;
     let (cpu1, throttled1) = (cpu(&replicas), throttling(&replicas));
     let (plane1, machine1) = (
@@ -161,13 +181,14 @@ async fn throughput(s: &Settings, n: usize) -> Throughput {
     let services = world.services().list(&lp).await.unwrap().items.len();
     assert_eq!(
         (deployments, services),
-        (s.parents, s.parents),
+        (parents, parents),
         "every parent converged with its children"
     );
     let (writes, shared) = Writes::read(&world).census();
     let quota = s.millicores as f64 / 1000.0;
     let mut figures = Throughput {
         replicas: n,
+        parents,
         created,
         converged: wall,
         reconciles: reconciles as f64,
@@ -399,19 +420,30 @@ async fn main() {
         hot: env_or("SHARD_HOT", 40),
         churn: Duration::from_millis(env_or("SHARD_CHURN_MS", 1000) as u64),
         handover: env_or("SHARD_HANDOVER", 1) != 0,
+        beside: env_or("SHARD_BESIDE", 0) != 0,
     };
     println!(
         "{} parents; each replica held to {} millicores ({} in the handovers); {} round(s)",
         s.parents, s.millicores, s.handover_millicores, s.rounds
     );
     let mut runs = Vec::new();
+    let mut beside = Vec::new();
     for round in 0..s.rounds {
+        if s.beside {
+            let together = tokio::sync::Barrier::new(2);
+            let (one, three) = tokio::join!(
+                throughput(&s, 1, s.parents, Some(&together)),
+                throughput(&s, 3, 3 * s.parents, Some(&together))
+            );
+            beside.push((one, three));
+            continue;
+        }
         let mut order: Vec<usize> = (1..=s.replicas).collect();
         if round % 2 == 1 {
             order.reverse();
         }
         for n in order {
-            runs.push(throughput(&s, n).await);
+            runs.push(throughput(&s, n, s.parents, None).await);
         }
     }
     let handovers = if s.handover {
@@ -420,4 +452,5 @@ async fn main() {
         Vec::new()
     };
     report::print(&s, &runs, &handovers);
+    report::print_beside(&s, &beside);
 }
