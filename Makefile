@@ -116,7 +116,7 @@ bench-rollout: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name bench -- $(CARGO) bench -p reconhost --bench rollout
 
-## bench-shard: 3,000 webapp parents under 1, 2 and 3 sharded replicas, each held to one CPU quota: throughput, CPU per 1,000 reconciles, memory per replica, the pause of moved parents when one is killed and when one joins
+## bench-shard: 3,000 webapp parents under 1, 2 and 3 sharded replicas, each held to one CPU quota: throughput, CPU per 1,000 reconciles, memory per replica, the pause of moved parents when one is killed and when one joins (SHARD_BESIDE=1: one replica and three side by side, for the throughput ratio)
 bench-shard: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name benchshard -- $(CARGO) bench -p reconhost --bench shard
