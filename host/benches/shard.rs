@@ -39,10 +39,11 @@
 //! **Side by side** (`SHARD_BESIDE=1`): runs one after another are minutes apart, and this
 //! machine's speed moves by up to a fifth in minutes, which a ratio of two runs carries whole.
 //! So this mode runs one replica over `SHARD_PARENTS` parents and three over three times as
-//! many at the same time, each ring in a namespace of its own: each member has as many parents
-//! of its own as the lone replica, and as many of others' for each of its own as in a ring of
-//! three over `SHARD_PARENTS`, and both rings converge over about the same minutes, on the
-//! same machine. The ratio of their parents per second is the throughput of three over one.
+//! many at the same time, each ring in a namespace of its own, both creating their parents
+//! from one moment: each member has as many parents of its own as the lone replica, and as many
+//! of others' for each of its own as in a ring of three over `SHARD_PARENTS`, and both rings
+//! converge over about the same minutes, on the same machine. The ratio of their parents per
+//! second is the throughput of three over one.
 //!
 //! Environment: `SHARD_PARENTS` (default 3000), `SHARD_MILLICORES` (each replica's quota in
 //! thousandths of a CPU, default 15), `SHARD_REPLICAS` (runs with 1 to this many, default 3; 0

@@ -103,7 +103,7 @@ pub struct Controller {
 struct OwnedCount {
     /// The route counted under; a weak pointer keeps its address from being reused.
     route: std::sync::Weak<Route<Arc<Revision>>>,
-    /// The parents' [`crate::cache::Store::key_set`] counted.
+    /// The parents' [`crate::cache::store::Store::key_set`] counted.
     key_set: u64,
     owned: usize,
 }
