@@ -530,7 +530,8 @@ pub fn print_beside(s: &Settings, rounds: &[(Throughput, Throughput)]) {
         let ratio = three.per_second() / one.per_second();
         ratios.push(ratio);
         let largest = three.owned.iter().copied().fold(0.0, f64::max);
-        // Both rings ran in one window: the machine's figures are the same for both.
+        // The control plane's and the machine's CPU are the whole machine's, both rings' load,
+        // over the three's window.
         println!(
             "| {round} | {:.1} s ({:.2} parents/s) | {:.1} s ({:.2} parents/s) | {:.2} / {:.2} ms | \
              {largest:.0} of {} | {:.2} / {:.2} cores | **{ratio:.2}×** |",
