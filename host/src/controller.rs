@@ -93,6 +93,8 @@ pub struct Controller {
     resync: JoinHandle<()>,
     /// The last count of the parents owned ([`Controller::owned`]).
     owned: std::sync::Mutex<Option<OwnedCount>>,
+    /// The last count of how the parents stand ([`Controller::standing`]).
+    tally: std::sync::Mutex<standing::Tally<Arc<Revision>>>,
 }
 
 /// A count of the parents a ring member owns, and what it was counted against: it holds
@@ -158,6 +160,7 @@ impl Controller {
             sync_period,
             resync,
             owned: std::sync::Mutex::new(None),
+            tally: std::sync::Mutex::default(),
         }
     }
 

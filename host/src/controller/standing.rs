@@ -3,14 +3,21 @@
 //! the plugin is suspended, showing so on each parent ([`Controller::show_paused`]).
 //!
 //! Counted from the parent cache, not from the reconciles this replica made: what a user sees
-//! with `kubectl get` is what is counted, on every replica, and across restarts.
+//! with `kubectl get` is what is counted, on every replica, and across restarts. Each count
+//! reads only the parents that changed since the last ([`Tally`]): the lifecycle counts every
+//! plugin's parents every 10 s, at rest too, and reading a cached parent means decompressing
+//! and parsing it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 
 use super::Controller;
 use super::queue::Priority;
+use super::route::Route;
 use super::wiring::Wiring;
-use crate::cache::ObjectKey;
+use crate::cache::{Cached, ObjectKey};
 use crate::model::SYNCED;
 use crate::model::record::{LastReconcile, Outcome, PAUSED_REASON};
 
@@ -43,6 +50,73 @@ pub struct Standing {
     pub shows_pause: bool,
 }
 
+/// The last count's verdict on each parent, by the cached object it was read from: a cached
+/// object never changes (a change caches a new one), so a parent whose object is the same one
+/// stands as it did, as long as the route, and with it the selection, is the same too.
+pub(super) struct Tally<R> {
+    /// The route counted under; a weak pointer keeps its address from being reused.
+    route: Weak<Route<R>>,
+    /// By the object's address: what the object says, `None` if the selection left it out.
+    /// The weak pointer keeps the address from being reused by another object while the
+    /// verdict is kept (the object's contents are freed with the store's last reference).
+    seen: HashMap<usize, (Weak<Cached>, Option<State>)>,
+}
+
+impl<R> Default for Tally<R> {
+    fn default() -> Self {
+        Self {
+            route: Weak::new(),
+            seen: HashMap::new(),
+        }
+    }
+}
+
+impl<R> Tally<R> {
+    /// Counts `parents` into `standing` under `route`, reading only those not counted as they
+    /// are now; returns how many it read.
+    fn count(
+        &mut self,
+        route: &Arc<Route<R>>,
+        parents: Vec<Arc<Cached>>,
+        standing: &mut Standing,
+    ) -> usize {
+        let mut last = if std::ptr::eq(self.route.as_ptr(), Arc::as_ptr(route)) {
+            std::mem::take(&mut self.seen)
+        } else {
+            HashMap::new()
+        };
+        let mut seen = HashMap::with_capacity(parents.len());
+        let mut read = 0;
+        for cached in parents {
+            let at = Arc::as_ptr(&cached);
+            let state = match last.remove(&(at as usize)) {
+                Some((object, state)) if std::ptr::eq(object.as_ptr(), at) => state,
+                _ => {
+                    read += 1;
+                    let parent = cached.value();
+                    route
+                        .selection
+                        .selects(&cached.meta.key, &parent)
+                        .then(|| state_of(&parent))
+                }
+            };
+            if let Some(state) = state {
+                standing.served += 1;
+                match state {
+                    State::Synced => standing.synced += 1,
+                    State::Failing => standing.failing += 1,
+                    State::Paused => standing.paused += 1,
+                    State::Pending => {}
+                }
+            }
+            seen.insert(at as usize, (Arc::downgrade(&cached), state));
+        }
+        self.route = Arc::downgrade(route);
+        self.seen = seen;
+        read
+    }
+}
+
 impl Controller {
     /// How the parents the plugin selects stand now; `None` before a revision serves, and for
     /// a decorator, whose objects carry nothing of the host's to count by.
@@ -55,25 +129,16 @@ impl Controller {
             shows_pause: route.stable.wiring().schema().fields().conditions.is_some(),
             ..Standing::default()
         };
-        for cached in route
+        let parents = route
             .stable
             .wiring()
             .parents()
             .store()
-            .list("", &Default::default())
-        {
-            let parent = cached.value();
-            if !route.selection.selects(&cached.meta.key, &parent) {
-                continue;
-            }
-            standing.served += 1;
-            match state_of(&parent) {
-                State::Synced => standing.synced += 1,
-                State::Failing => standing.failing += 1,
-                State::Paused => standing.paused += 1,
-                State::Pending => {}
-            }
-        }
+            .list("", &Default::default());
+        self.tally
+            .lock()
+            .expect("tally lock poisoned")
+            .count(&route, parents, &mut standing);
         Some(standing)
     }
 
@@ -195,8 +260,82 @@ pub fn behind(parent: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::route::{Assignment, Selection};
     use crate::model::record::LAST_RECONCILE;
+    use crate::selector::Selector;
     use serde_json::json;
+
+    /// A cached parent `name` labelled `tier`, whose `Synced` condition is `synced` (status
+    /// and reason) at its generation.
+    fn cached(name: &str, tier: &str, synced: (&str, &str)) -> Arc<Cached> {
+        Arc::new(Cached::new(json!({
+            "metadata": {"namespace": "a", "name": name, "resourceVersion": "1",
+                         "generation": 1, "labels": {"tier": tier}},
+            "status": {"conditions": [{"type": "Synced", "status": synced.0,
+                                       "reason": synced.1, "observedGeneration": 1}]},
+        })))
+    }
+
+    fn route(selector: &str) -> Arc<Route<&'static str>> {
+        let selection = Selection {
+            selector: Selector::parse(selector).expect("a selector"),
+            ..Selection::default()
+        };
+        Arc::new(Route::to("stable", Assignment::All, selection))
+    }
+
+    /// The standing `tally` counts, and how many parents it read for it.
+    fn count(
+        tally: &mut Tally<&'static str>,
+        route: &Arc<Route<&'static str>>,
+        parents: &[Arc<Cached>],
+    ) -> (Standing, usize) {
+        let mut standing = Standing::default();
+        let read = tally.count(route, parents.to_vec(), &mut standing);
+        (standing, read)
+    }
+
+    #[test]
+    fn a_count_should_read_only_the_parents_that_changed_since_the_last() {
+        let ok = ("True", "ReconcileSuccess");
+        let mut parents = vec![
+            cached("p1", "web", ok),
+            cached("p2", "web", ("False", "ReconcileError")),
+            cached("p3", "web", ("False", PAUSED_REASON)),
+            cached("p4", "db", ok),
+        ];
+        let web = route("tier=web");
+        let mut tally = Tally::default();
+        let counted = |served, synced, failing, paused| Standing {
+            served,
+            synced,
+            failing,
+            paused,
+            shows_pause: false,
+        };
+        assert_eq!(count(&mut tally, &web, &parents), (counted(3, 1, 1, 1), 4));
+        assert_eq!(
+            count(&mut tally, &web, &parents),
+            (counted(3, 1, 1, 1), 0),
+            "nothing changed: nothing read"
+        );
+        // The failing parent is fixed and the paused one deleted: only the new object is read.
+        parents[1] = cached("p2", "web", ok);
+        parents.remove(2);
+        assert_eq!(count(&mut tally, &web, &parents), (counted(2, 2, 0, 0), 1));
+        assert_eq!(
+            tally.seen.len(),
+            3,
+            "a deleted parent's verdict is not kept"
+        );
+        // A new route may select otherwise: everything is read again.
+        let every = route("");
+        assert_eq!(
+            count(&mut tally, &every, &parents),
+            (counted(3, 3, 0, 0), 3)
+        );
+        assert_eq!(count(&mut tally, &every, &parents).1, 0);
+    }
 
     fn with_synced(status: &str, reason: &str, observed: i64) -> Value {
         json!({"metadata": {"generation": 2}, "status": {"conditions": [
