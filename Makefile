@@ -134,6 +134,12 @@ bench-pace: tools plugins
 	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
 	$(STATIC_CARGO_ENV) $(STATIC_DIR)/reconhost-cluster exec --name bench -- $(CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench pace
 
+## bench-rest: 3,000 webapp parents served through a ReconcilePlugin, converged and left alone: the host's CPU per minute at rest (REST_BASELINE=<another build's reconhost>: that build too, one host at a time)
+.PHONY: bench-rest
+bench-rest: tools plugins
+	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
+	$(STATIC_CARGO_ENV) $(STATIC_DIR)/reconhost-cluster exec --name benchrest -- $(CARGO) bench --locked --target $(STATIC_TARGET) -p reconhost --bench rest
+
 ## bench-languages: webapp in Rust, Python and TypeScript side by side: size, compile, cached load, one reconcile
 bench-languages: plugins
 	$(CARGO) bench -p reconhost --bench languages
