@@ -8,7 +8,6 @@
 //! plugin's parents every 10 s, at rest too, and reading a cached parent means decompressing
 //! and parsing it.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use serde_json::Value;
@@ -56,17 +55,18 @@ pub struct Standing {
 pub(super) struct Tally<R> {
     /// The route counted under; a weak pointer keeps its address from being reused.
     route: Weak<Route<R>>,
-    /// By the object's address: what the object says, `None` if the selection left it out.
-    /// The weak pointer keeps the address from being reused by another object while the
-    /// verdict is kept (the object's contents are freed with the store's last reference).
-    seen: HashMap<usize, (Weak<Cached>, Option<State>)>,
+    /// Each object counted, ordered by address, with what it says (`None`: the selection
+    /// left it out). The weak pointer keeps the address from being reused by another object
+    /// while the verdict is kept (the object's contents are freed with the store's last
+    /// reference). Sixteen bytes a parent, where a hash map took 35 to 60.
+    seen: Vec<(Weak<Cached>, Option<State>)>,
 }
 
 impl<R> Default for Tally<R> {
     fn default() -> Self {
         Self {
             route: Weak::new(),
-            seen: HashMap::new(),
+            seen: Vec::new(),
         }
     }
 }
@@ -80,18 +80,18 @@ impl<R> Tally<R> {
         parents: Vec<Arc<Cached>>,
         standing: &mut Standing,
     ) -> usize {
-        let mut last = if std::ptr::eq(self.route.as_ptr(), Arc::as_ptr(route)) {
+        let last = if std::ptr::eq(self.route.as_ptr(), Arc::as_ptr(route)) {
             std::mem::take(&mut self.seen)
         } else {
-            HashMap::new()
+            Vec::new()
         };
-        let mut seen = HashMap::with_capacity(parents.len());
+        let mut seen = Vec::with_capacity(parents.len());
         let mut read = 0;
         for cached in parents {
             let at = Arc::as_ptr(&cached);
-            let state = match last.remove(&(at as usize)) {
-                Some((object, state)) if std::ptr::eq(object.as_ptr(), at) => state,
-                _ => {
+            let state = match last.binary_search_by_key(&at, |(object, _)| object.as_ptr()) {
+                Ok(i) => last[i].1,
+                Err(_) => {
                     read += 1;
                     let parent = cached.value();
                     route
@@ -109,8 +109,9 @@ impl<R> Tally<R> {
                     State::Pending => {}
                 }
             }
-            seen.insert(at as usize, (Arc::downgrade(&cached), state));
+            seen.push((Arc::downgrade(&cached), state));
         }
+        seen.sort_unstable_by_key(|(object, _)| object.as_ptr());
         self.route = Arc::downgrade(route);
         self.seen = seen;
         read
