@@ -74,6 +74,9 @@ struct Indexed {
     /// Bumped whenever a key comes or goes (not when an object is replaced): what a count
     /// over the keys is kept against, so a ring member need not walk every parent each round.
     key_set: u64,
+    /// Bumped whenever an object is cached, replaced or removed: what a figure read from the
+    /// objects is kept against, so the standing count need not walk every parent at rest.
+    changes: u64,
 }
 
 /// How long a tombstone is kept. The race it guards is one reconcile's apply (the answer to
@@ -102,6 +105,7 @@ impl Indexed {
     /// Caches `object` in place of what it replaces, in every index; returns what it replaced.
     fn insert(&mut self, object: Arc<Cached>) -> Option<Arc<Cached>> {
         let stub = !object.is_whole();
+        self.changes += 1;
         let old = self.objects.replace(Entry(object.clone())).map(|e| e.0);
         match &old {
             Some(old) => self.unindex(old),
@@ -122,6 +126,7 @@ impl Indexed {
         let old = self.objects.take(key)?.0;
         self.unindex(&old);
         self.key_set += 1;
+        self.changes += 1;
         Some(old)
     }
 
@@ -195,6 +200,12 @@ impl Store {
     /// the keys taken at one value holds for as long as it stays.
     pub fn key_set(&self) -> u64 {
         self.inner.read().expect("store lock poisoned").key_set
+    }
+
+    /// A number that changes whenever an object is cached, replaced or removed: what is read
+    /// from the objects at one value holds for as long as it stays.
+    pub fn changes(&self) -> u64 {
+        self.inner.read().expect("store lock poisoned").changes
     }
 
     /// How many cached keys `counted` accepts, without copying them out.
@@ -491,7 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn stub_count_and_key_set_should_follow_every_way_objects_come_and_go() {
+    fn stub_count_key_set_and_changes_should_follow_every_way_objects_come_and_go() {
         let store = Store::default();
         let stubs_by_walk = |store: &Store| {
             store
@@ -515,9 +526,18 @@ mod tests {
             (2, 2),
             "both given up"
         );
+        let changes = store.changes();
         store.upsert(at("6"));
         assert_eq!(store.stubs(), 1, "a newer version, whole");
         assert_eq!(store.key_set(), two, "no key came or went");
+        assert_ne!(store.changes(), changes, "an object was replaced");
+        let changes = store.changes();
+        store.upsert(at("6"));
+        assert_eq!(
+            store.changes(),
+            changes,
+            "the same version again: nothing cached"
+        );
         assert_eq!(store.count_keys(|k| k.name == "y"), 1);
 
         store.remove(&ObjectKey::new("a", "y"), Some("7"));
@@ -527,6 +547,7 @@ mod tests {
             "the stub removed"
         );
         assert_ne!(store.key_set(), two, "a key went");
+        assert_ne!(store.changes(), changes, "an object went");
         assert_eq!(store.count_keys(|_| true), 1);
     }
 

@@ -55,6 +55,10 @@ pub struct Standing {
 pub(super) struct Tally<R> {
     /// The route counted under; a weak pointer keeps its address from being reused.
     route: Weak<Route<R>>,
+    /// The parent store's [`crate::cache::Store::changes`] counted at, and what it counted:
+    /// while neither the store nor the route changed, a count walks nothing at all.
+    changes: u64,
+    counted: Standing,
     /// Each object counted, ordered by address, with what it says (`None`: the selection
     /// left it out). The weak pointer keeps the address from being reused by another object
     /// while the verdict is kept (the object's contents are freed with the store's last
@@ -66,25 +70,38 @@ impl<R> Default for Tally<R> {
     fn default() -> Self {
         Self {
             route: Weak::new(),
+            changes: 0,
+            counted: Standing::default(),
             seen: Vec::new(),
         }
     }
 }
 
 impl<R> Tally<R> {
-    /// Counts `parents` into `standing` under `route`, reading only those not counted as they
-    /// are now; returns how many it read.
+    /// Counts the `parents` of a store at `changes` into `standing` under `route`, reading
+    /// only those not counted as they are now (and listing none if the store did not change
+    /// since the last count); returns how many it read.
     fn count(
         &mut self,
         route: &Arc<Route<R>>,
-        parents: Vec<Arc<Cached>>,
+        changes: u64,
+        parents: impl FnOnce() -> Vec<Arc<Cached>>,
         standing: &mut Standing,
     ) -> usize {
-        let last = if std::ptr::eq(self.route.as_ptr(), Arc::as_ptr(route)) {
+        let same_route = std::ptr::eq(self.route.as_ptr(), Arc::as_ptr(route));
+        if same_route && changes == self.changes {
+            *standing = Standing {
+                shows_pause: standing.shows_pause,
+                ..self.counted
+            };
+            return 0;
+        }
+        let last = if same_route {
             std::mem::take(&mut self.seen)
         } else {
             Vec::new()
         };
+        let parents = parents();
         let mut seen = Vec::with_capacity(parents.len());
         let mut read = 0;
         for cached in parents {
@@ -114,6 +131,8 @@ impl<R> Tally<R> {
         seen.sort_unstable_by_key(|(object, _)| object.as_ptr());
         self.route = Arc::downgrade(route);
         self.seen = seen;
+        self.changes = changes;
+        self.counted = *standing;
         read
     }
 }
@@ -130,16 +149,15 @@ impl Controller {
             shows_pause: route.stable.wiring().schema().fields().conditions.is_some(),
             ..Standing::default()
         };
-        let parents = route
-            .stable
-            .wiring()
-            .parents()
-            .store()
-            .list("", &Default::default());
-        self.tally
-            .lock()
-            .expect("tally lock poisoned")
-            .count(&route, parents, &mut standing);
+        let store = route.stable.wiring().parents().store();
+        // Read before listing: a change meanwhile makes the next call count again.
+        let changes = store.changes();
+        self.tally.lock().expect("tally lock poisoned").count(
+            &route,
+            changes,
+            || store.list("", &Default::default()),
+            &mut standing,
+        );
         Some(standing)
     }
 
@@ -285,14 +303,16 @@ mod tests {
         Arc::new(Route::to("stable", Assignment::All, selection))
     }
 
-    /// The standing `tally` counts, and how many parents it read for it.
+    /// The standing `tally` counts of `parents`, a store at `changes`, and how many parents it
+    /// read for it.
     fn count(
         tally: &mut Tally<&'static str>,
         route: &Arc<Route<&'static str>>,
+        changes: u64,
         parents: &[Arc<Cached>],
     ) -> (Standing, usize) {
         let mut standing = Standing::default();
-        let read = tally.count(route, parents.to_vec(), &mut standing);
+        let read = tally.count(route, changes, || parents.to_vec(), &mut standing);
         (standing, read)
     }
 
@@ -314,28 +334,50 @@ mod tests {
             paused,
             shows_pause: false,
         };
-        assert_eq!(count(&mut tally, &web, &parents), (counted(3, 1, 1, 1), 4));
         assert_eq!(
-            count(&mut tally, &web, &parents),
+            count(&mut tally, &web, 1, &parents),
+            (counted(3, 1, 1, 1), 4)
+        );
+        let mut standing = Standing {
+            shows_pause: true,
+            ..Standing::default()
+        };
+        let read = tally.count(&web, 1, || panic!("listed"), &mut standing);
+        assert_eq!(
+            (standing, read),
+            (
+                Standing {
+                    shows_pause: true,
+                    ..counted(3, 1, 1, 1)
+                },
+                0
+            ),
+            "the store did not change: nothing listed, the caller's shows_pause kept"
+        );
+        assert_eq!(
+            count(&mut tally, &web, 2, &parents),
             (counted(3, 1, 1, 1), 0),
-            "nothing changed: nothing read"
+            "the store changed, but not these parents: nothing read"
         );
         // The failing parent is fixed and the paused one deleted: only the new object is read.
         parents[1] = cached("p2", "web", ok);
         parents.remove(2);
-        assert_eq!(count(&mut tally, &web, &parents), (counted(2, 2, 0, 0), 1));
+        assert_eq!(
+            count(&mut tally, &web, 3, &parents),
+            (counted(2, 2, 0, 0), 1)
+        );
         assert_eq!(
             tally.seen.len(),
             3,
             "a deleted parent's verdict is not kept"
         );
-        // A new route may select otherwise: everything is read again.
+        // A new route may select otherwise: everything is read again, at the same changes too.
         let every = route("");
         assert_eq!(
-            count(&mut tally, &every, &parents),
+            count(&mut tally, &every, 3, &parents),
             (counted(3, 3, 0, 0), 3)
         );
-        assert_eq!(count(&mut tally, &every, &parents).1, 0);
+        assert_eq!(count(&mut tally, &every, 4, &parents).1, 0);
     }
 
     fn with_synced(status: &str, reason: &str, observed: i64) -> Value {
