@@ -55,8 +55,8 @@ pub struct Standing {
 pub(super) struct Tally<R> {
     /// The route counted under; a weak pointer keeps its address from being reused.
     route: Weak<Route<R>>,
-    /// The parent store's [`crate::cache::Store::changes`] counted at, and what it counted:
-    /// while neither the store nor the route changed, a count walks nothing at all.
+    /// The parent store's [`crate::cache::store::Store::changes`] counted at, and what it
+    /// counted: while neither the store nor the route changed, a count walks nothing at all.
     changes: u64,
     counted: Standing,
     /// Each object counted, ordered by address, with what it says (`None`: the selection
