@@ -186,18 +186,23 @@ impl Lifecycle {
         if empty {
             self.ready.send_replace(true);
         }
-        // A new leader writes what the previous one may not have: every status, again.
+        // A new leader writes what the previous one may not have: every status, again. One
+        // that stops leading stops counting, and forgets what its counts kept.
         {
-            let (mut leading, plugins, queue) = (
+            let (mut leading, plugins, queue, supervisor) = (
                 self.leading.clone(),
                 self.plugins.clone(),
                 self.queue.clone(),
+                self.supervisor.clone(),
             );
             tokio::spawn(async move {
                 while leading.changed().await.is_ok() {
-                    if *leading.borrow_and_update() {
-                        for key in plugins.store().keys() {
+                    let now = *leading.borrow_and_update();
+                    for key in plugins.store().keys() {
+                        if now {
                             queue.add(key, Priority::Normal);
+                        } else if let Some(controller) = supervisor.controller(&key.name) {
+                            controller.forget_standing();
                         }
                     }
                 }
@@ -408,7 +413,11 @@ impl Lifecycle {
             &authorized,
         );
         let wanted = self.with_rollout(name, &rp, wanted);
-        let standing = self.supervisor.controller(name).and_then(|c| c.standing());
+        // Counted only where the counts are written: a standby's count would keep verdicts
+        // on parents it never uses (the tally's weak pointers hold their allocations).
+        let standing = leading
+            .then(|| self.supervisor.controller(name)?.standing())
+            .flatten();
         let wanted = parents::with_parents(wanted, standing, &object);
         if leading && let Err(error) = self.writer.status(&object, &wanted).await {
             warn!(plugin = name, %error, "writing the ReconcilePlugin status failed; retrying");

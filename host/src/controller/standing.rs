@@ -161,6 +161,13 @@ impl Controller {
         Some(standing)
     }
 
+    /// Forgets the last count ([`Controller::standing`]): a replica that stops counting (it no
+    /// longer leads) would otherwise keep, for each parent replaced since, the allocation its
+    /// verdict's weak pointer holds.
+    pub fn forget_standing(&self) {
+        *self.tally.lock().expect("tally lock poisoned") = Tally::default();
+    }
+
     /// Shows the suspension on every selected parent that does not show it yet, as the
     /// stable revision (its identity, its view of the kind's status schema); `owner` names the
     /// ReconcilePlugin. Called by the leader once the controller is suspended, so no
