@@ -186,23 +186,18 @@ impl Lifecycle {
         if empty {
             self.ready.send_replace(true);
         }
-        // A new leader writes what the previous one may not have: every status, again. One
-        // that stops leading stops counting, and forgets what its counts kept.
+        // A new leader writes what the previous one may not have: every status, again.
         {
-            let (mut leading, plugins, queue, supervisor) = (
+            let (mut leading, plugins, queue) = (
                 self.leading.clone(),
                 self.plugins.clone(),
                 self.queue.clone(),
-                self.supervisor.clone(),
             );
             tokio::spawn(async move {
                 while leading.changed().await.is_ok() {
-                    let now = *leading.borrow_and_update();
-                    for key in plugins.store().keys() {
-                        if now {
+                    if *leading.borrow_and_update() {
+                        for key in plugins.store().keys() {
                             queue.add(key, Priority::Normal);
-                        } else if let Some(controller) = supervisor.controller(&key.name) {
-                            controller.forget_standing();
                         }
                     }
                 }

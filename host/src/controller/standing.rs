@@ -3,7 +3,7 @@
 //! the plugin is suspended, showing so on each parent ([`Controller::show_paused`]).
 //!
 //! Counted from the parent cache, not from the reconciles this replica made: what a user sees
-//! with `kubectl get` is what is counted, on every replica, and across restarts. Each count
+//! with `kubectl get` is what is counted, whichever replica leads, and across restarts. Each count
 //! reads only the parents that changed since the last ([`Tally`]): the lifecycle counts every
 //! plugin's parents every 10 s, at rest too, and reading a cached parent means decompressing
 //! and parsing it.

@@ -44,6 +44,13 @@ impl Lifecycle {
                 return;
             };
             if !*this.leading.borrow() {
+                // Only the leader counts. One that stopped leading, even just after it began
+                // a count, forgets what its counts kept.
+                for key in this.plugins.store().keys() {
+                    if let Some(controller) = this.supervisor.controller(&key.name) {
+                        controller.forget_standing();
+                    }
+                }
                 continue;
             }
             for key in this.plugins.store().keys() {
