@@ -12,8 +12,9 @@
 //! way a throughput does, so hosts one after another compare well enough.
 //!
 //! A host restarted on converged parents reconciles each once (its first list), finds nothing
-//! to do, and then rests; the window starts once its reconciles have stood still for 5 s and
-//! two counts of its parents' standing (`status.parents`, every 10 s) have passed.
+//! to do, and then rests; the window starts 20 s (two counts of its parents' standing, every
+//! 10 s) after its reconciles have stood still for 5 s and its ReconcilePlugin's
+//! `status.parents` counts every parent synced.
 
 #[allow(dead_code, reason = "the other cluster benchmarks use the rest")]
 mod measure;
