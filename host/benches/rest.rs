@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use reconhost_tests::bench::{env_or, until};
-use reconhost_tests::host::{Host, sample};
+use reconhost_tests::host::Host;
 use reconhost_tests::world::plugins::{digest_of, reconcile_plugins};
-use reconhost_tests::world::{World, get, plugin};
+use reconhost_tests::world::{World, get, plugin, reconciles_any};
 use serde_json::Value;
 
 /// The ReconcilePlugin the hosts serve.
@@ -35,23 +35,8 @@ const PLUGIN: &str = "webapp.examples.reconhost.dev";
 /// Its controller, as the metrics name it: the plugin's own name.
 const CONTROLLER: &str = "webapp";
 
-/// The reconciles `controller` made so far, whatever their result.
-async fn reconciles_of(host: &Host, controller: &str) -> f64 {
-    let metrics = host.metrics().await.unwrap_or_default();
-    ["success", "error", "requeue", "requeue_after"]
-        .iter()
-        .filter_map(|result| {
-            sample(
-                &metrics,
-                "controller_runtime_reconcile_total",
-                &[("controller", controller), ("result", result)],
-            )
-        })
-        .sum()
-}
-
 async fn reconciles(host: &Host) -> f64 {
-    reconciles_of(host, CONTROLLER).await
+    reconciles_any(host, CONTROLLER).await
 }
 
 /// The ReconcilePlugin's `status.parents` and its resourceVersion.
@@ -109,14 +94,14 @@ async fn measure(world: &World, binary: Option<&PathBuf>, parents: usize, window
     .await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     let (before, version) = (reconciles(&host).await, plugin_status(world).await.1);
-    let lifecycle = reconciles_of(&host, "reconcileplugin").await;
+    let lifecycle = reconciles_any(&host, "reconcileplugin").await;
     let cpu = measure::cpu_time(pid);
     tokio::time::sleep(Duration::from_secs(window)).await;
     let used = measure::cpu_time(pid) - cpu;
     let rest = Rest {
         cpu_per_minute: used.as_secs_f64() * 1000.0 * 60.0 / window as f64,
         reconciles: reconciles(&host).await - before,
-        lifecycle: reconciles_of(&host, "reconcileplugin").await - lifecycle,
+        lifecycle: reconciles_any(&host, "reconcileplugin").await - lifecycle,
         plugin_written: plugin_status(world).await.1 != version,
     };
     host.stop(Duration::from_secs(10));

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use kube::api::{DeleteParams, DynamicObject};
-use reconhost_tests::host::{Host, sample};
+use reconhost_tests::host::Host;
 use reconhost_tests::world::plugins::{digest_of, reconcile_plugins};
-use reconhost_tests::world::{World, get, plugin};
+use reconhost_tests::world::{World, get, plugin, reconciles_any};
 use serde_json::{Value, json};
 
 const RP: &str = "canary.test.reconhost.dev";
@@ -28,21 +28,7 @@ fn cpu(host: &Host) -> Duration {
 }
 
 async fn reconciles(host: &Host) -> f64 {
-    let metrics = host.metrics().await.expect("metrics");
-    [
-        ("result", "success"),
-        ("result", "requeue_after"),
-        ("result", "error"),
-    ]
-    .iter()
-    .filter_map(|label| {
-        sample(
-            &metrics,
-            "controller_runtime_reconcile_total",
-            &[("controller", "canary"), *label],
-        )
-    })
-    .sum()
+    reconciles_any(host, "canary").await
 }
 
 fn canary_plugin(world: &World, component: &str, steps: Value, config: Value) -> Value {

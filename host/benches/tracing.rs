@@ -45,8 +45,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use futures::future::join_all;
 use reconhost_tests::bench::env_or;
-use reconhost_tests::host::{Host, sample};
-use reconhost_tests::world::World;
+use reconhost_tests::host::Host;
+use reconhost_tests::world::{World, reconciles_any};
 use serde_json::json;
 
 /// How a host traces.
@@ -175,17 +175,7 @@ fn cpu(host: &Host) -> Duration {
 
 /// Reconciles of the webapp plugin so far, whatever their result.
 async fn reconciles(host: &Host) -> f64 {
-    let metrics = host.metrics().await.expect("metrics");
-    ["success", "requeue_after", "error"]
-        .iter()
-        .filter_map(|result| {
-            sample(
-                &metrics,
-                "controller_runtime_reconcile_total",
-                &[("controller", "webapp"), ("result", result)],
-            )
-        })
-        .sum()
+    reconciles_any(host, "webapp").await
 }
 
 /// Waits until all `parents` WebApps show their generation as observed.

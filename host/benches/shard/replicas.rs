@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use kube::api::ListParams;
 use reconhost_tests::bench::until;
 use reconhost_tests::host::{Host, sample};
-use reconhost_tests::world::World;
+use reconhost_tests::world::{World, reconciles_any};
 
 use crate::measure;
 
@@ -72,17 +72,7 @@ impl Replica {
     /// sharding it also counts, as successes, the keys a worker took off the queue and skipped
     /// because their parent had moved to another replica since they were queued.
     pub async fn counted(&self) -> f64 {
-        let metrics = self.host.metrics().await.unwrap_or_default();
-        ["success", "error", "requeue", "requeue_after"]
-            .iter()
-            .filter_map(|r| {
-                sample(
-                    &metrics,
-                    "controller_runtime_reconcile_total",
-                    &[("controller", "webapp"), ("result", r)],
-                )
-            })
-            .sum()
+        reconciles_any(&self.host, "webapp").await
     }
 
     /// The parents it owns, as its metrics say.

@@ -405,6 +405,21 @@ pub async fn reconciles(host: &Host, controller: &str) -> f64 {
     .unwrap_or(0.0)
 }
 
+/// Reconciles the host has counted for a controller so far, whatever their result.
+pub async fn reconciles_any(host: &Host, controller: &str) -> f64 {
+    let metrics = host.metrics().await.expect("the host's metrics");
+    ["success", "error", "requeue", "requeue_after"]
+        .iter()
+        .filter_map(|result| {
+            sample(
+                &metrics,
+                "controller_runtime_reconcile_total",
+                &[("controller", controller), ("result", result)],
+            )
+        })
+        .sum()
+}
+
 /// Waits until the controller has nothing queued and nothing in flight.
 pub async fn drained(host: &Host, controller: &str) {
     eventually(CONVERGE, "the host's queue to drain", || async {
