@@ -30,7 +30,7 @@ export RECONHOST_IMAGE_DIR := $(TARGET_DIR)/image
 TEST_THREADS ?= $(shell echo $$(( $$(nproc) + 1 )))
 EXAMPLE_CRATES := -p reconhost-sdk -p webapp -p configmap-generator -p merged-config -p archiver -p namespace-defaults
 
-.PHONY: run test test-faults build kubectl-plugin test-build plugins bench bench-converge bench-fleet bench-scale bench-heap bench-install bench-rollout bench-languages bench-shard image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
+.PHONY: run test test-faults build kubectl-plugin test-build plugins bench bench-converge bench-fleet bench-scale bench-heap bench-install bench-rollout bench-languages bench-shard bench-shard-heap image tools k8s crds manifests lint cluster-up cluster-down cluster-status check fmt clean
 
 
 ## run: the demo: control plane and registry up (built on first use), the example plugins installed through ReconcilePlugins, demo parents, the host reconciling them
@@ -120,6 +120,17 @@ bench-rollout: tools plugins
 bench-shard: tools plugins
 	$(CARGO) build --release -p reconhost-tests --bin reconhost-cluster
 	$(TARGET_DIR)/release/reconhost-cluster exec --name benchshard -- $(CARGO) bench -p reconhost --bench shard
+
+## bench-shard-heap: bench-shard's throughput runs with a heap-profiled host (dhat) at 200 millicores (dhat slows it several times): each replica's live heap at rest, by where the host allocated it
+bench-shard-heap: tools plugins
+	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost --bin reconhost --features heap-profile \
+	  --config 'profile.release.package.reconhost.debug="line-tables-only"'
+	cp $(STATIC_DIR)/reconhost $(STATIC_DIR)/reconhost-heap
+	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
+	SHARD_HEAP=1 SHARD_HANDOVER=0 SHARD_ROUNDS=1 SHARD_MILLICORES=$${SHARD_MILLICORES:-200} \
+	  CARGO_BIN_EXE_reconhost=$(STATIC_DIR)/reconhost-heap $(STATIC_CARGO_ENV) \
+	  $(STATIC_DIR)/reconhost-cluster exec --name benchshardheap -- \
+	  $(CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench shard
 
 ## bench-tracing: 300 webapp parents under three hosts, tracing off, at full sampling and sampling nothing: host CPU per reconcile side by side, against the targets (3 %, 0.5 %)
 # In `make test`'s static release build: it reuses that build, and measures the binary the image ships.

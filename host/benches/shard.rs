@@ -50,13 +50,18 @@
 //! for the handovers alone), `SHARD_ROUNDS` (default 2; rounds alternate the order),
 //! `SHARD_BESIDE` (1: the rounds run one and three replicas side by side instead),
 //! `SHARD_HANDOVER` (0 skips the handovers), `SHARD_HANDOVER_MILLICORES` (default 500),
-//! `SHARD_HOT` (parents changing during the handovers, default 40) and `SHARD_CHURN_MS` (each
-//! of them changes this often, default 1000).
+//! `SHARD_HOT` (parents changing during the handovers, default 40), `SHARD_CHURN_MS` (each
+//! of them changes this often, default 1000) and `SHARD_HEAP` (1: `CARGO_BIN_EXE_reconhost` is
+//! a build with `--features heap-profile`, and each replica's live heap at rest is printed by
+//! where the host allocated it; `make bench-shard-heap` sets both; each profile stays in the
+//! temporary directory, `reconhost-heap-<namespace>-<replica>.json`, for dhat's viewer).
 
 #[path = "shard/converged.rs"]
 mod converged;
 #[path = "shard/handover.rs"]
 mod handover;
+#[path = "measure/heap.rs"]
+mod heap;
 #[path = "measure/mod.rs"]
 #[allow(dead_code, reason = "the fleet benchmark uses the rest")]
 mod measure;
@@ -229,6 +234,11 @@ async fn throughput(
         figures.owned.push(r.owned().await);
         let (gained, lost) = r.moved().await;
         figures.moved.push(gained + lost);
+    }
+    // After the readings above: writing the profile resolves symbols, which takes memory.
+    let profiles = futures::future::join_all(replicas.iter().map(Replica::heap_profile)).await;
+    if profiles.iter().any(Option::is_some) {
+        report::print_heaps(n, &figures.owned, &profiles);
     }
     for r in replicas {
         r.host.stop(Duration::from_secs(10));

@@ -1,8 +1,8 @@
 //! Reads a dhat heap profile (`reconhost::telemetry::heap`) and sums the bytes still live when
 //! it was written by where in the host they were allocated: the innermost frame of the host's
-//! own code on each allocation's stack (a dependency's or the standard library's frames above it
-//! count for the host's call that led there). Stacks with no host frame go under the innermost
-//! frame's crate.
+//! own code on each allocation's stack, inlined or not, as `function@file:line` (a dependency's
+//! or the standard library's frames above it count for the host's call that led there). Stacks
+//! with no host frame go under the crate of their innermost frame outside the standard library.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -37,6 +37,7 @@ impl Profile {
             .collect();
         let mut total = Live::default();
         let mut sites: HashMap<String, Live> = HashMap::new();
+        let mut known = HashMap::new();
         for pp in json["pps"]
             .as_array()
             .expect("a dhat profile has program points")
@@ -54,7 +55,7 @@ impl Profile {
                         .collect()
                 })
                 .unwrap_or_default();
-            let site = site_of(&stack);
+            let site = site_of(&stack, &mut known);
             let live = sites.entry(site).or_default();
             live.bytes += bytes;
             live.blocks += blocks;
@@ -77,14 +78,55 @@ fn function(frame: &str) -> &str {
         .map_or(name, |(f, _)| f)
 }
 
-/// Where a stack (innermost frame first) allocated, as the module doc says.
-fn site_of(stack: &[&str]) -> String {
-    let ours = |f: &str| {
-        let f = function(f);
-        f.contains("reconhost::") && !f.contains("telemetry::heap")
+/// The source file (as the compiler named it, relative to its crate) and line of a frame, if
+/// dhat resolved them: `src/cache/object.rs` and `244` of `0x1234: pack (src/cache/object.rs:244:20)`.
+fn location(frame: &str) -> Option<(&str, &str)> {
+    let (_, place) = frame.rsplit_once(" (")?;
+    let mut parts = place.strip_suffix(')')?.rsplitn(3, ':');
+    let (_column, line, file) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((file, line))
+}
+
+/// Whether `file` is one of the host's own sources. A frame inlined into another carries no
+/// crate in its name (`upsert`, not `reconhost::cache::store::Store::upsert`), so its file
+/// tells; a dependency's file of the same relative path would pass too, which rules out
+/// `src/lib.rs` and `src/main.rs`, and the profiler's own module is not a site.
+fn host_file(file: &str, known: &mut HashMap<String, bool>) -> bool {
+    if !file.starts_with("src/")
+        || matches!(file, "src/lib.rs" | "src/main.rs" | "src/telemetry/heap.rs")
+    {
+        return false;
+    }
+    *known
+        .entry(file.to_owned())
+        .or_insert_with(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(file).is_file())
+}
+
+/// A function's own name, without its path or generic arguments: `upsert` for
+/// `reconhost::cache::store::Store::upsert`, `new` for `new<alloc::sync::ArcInner<...>>`.
+fn short(function: &str) -> &str {
+    // `<Type as Trait>::method<...>`: what follows the impl's closing bracket.
+    let name = match function.strip_prefix('<') {
+        Some(_) => function.rsplit_once(">::").map_or(function, |(_, m)| m),
+        None => function,
     };
-    if let Some(frame) = stack.iter().find(|f| ours(f)) {
-        return function(frame).to_owned();
+    let name = name.split('<').next().unwrap_or(name);
+    name.rsplit("::").next().unwrap_or(name)
+}
+
+/// Where a stack (innermost frame first) allocated, as the module doc says: the function, its
+/// file under the host's `src/` and the line.
+fn site_of(stack: &[&str], known: &mut HashMap<String, bool>) -> String {
+    let ours = stack.iter().find_map(|frame| {
+        let (file, line) = location(frame).filter(|(file, _)| host_file(file, known))?;
+        Some(format!(
+            "{}@{}:{line}",
+            short(function(frame)),
+            &file["src/".len()..]
+        ))
+    });
+    if let Some(site) = ours {
+        return site;
     }
     let outer = stack
         .iter()

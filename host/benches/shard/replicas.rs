@@ -3,15 +3,17 @@
 //! it), and what is read about them: the ring's Leases, CPU, memory, reconciles, and the control
 //! plane's and the machine's CPU beside them.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::api::ListParams;
-use reconhost_tests::bench::until;
+use reconhost_tests::bench::{GIVE_UP, env_or, until};
 use reconhost_tests::host::{Host, sample};
+use reconhost_tests::support::poll;
 use reconhost_tests::world::{World, reconciles_any};
 
-use crate::measure;
+use crate::{heap, measure};
 
 /// The ring's name: the Leases are `bench-<host name>-<suffix>`.
 pub const RING: &str = "bench";
@@ -27,6 +29,9 @@ pub struct Replica {
     pub name: String,
     /// The process, in its CPU cgroup.
     pub host: Host,
+    /// Where it writes its heap profile on SIGUSR1, when it is a heap-profiled build
+    /// (`SHARD_HEAP=1`).
+    pub heap: Option<PathBuf>,
 }
 
 impl Replica {
@@ -34,13 +39,40 @@ impl Replica {
     pub async fn start(world: &World, name: &str, millicores: u64) -> Self {
         let namespace = format!("--leader-election-namespace={}", world.namespace);
         let ring = format!("--sharding-ring={RING}");
-        let env = [("HOSTNAME", name), ("RUST_LOG", LOG)];
+        let heap = (env_or("SHARD_HEAP", 0) != 0).then(|| {
+            std::env::temp_dir().join(format!("reconhost-heap-{}-{name}.json", world.namespace))
+        });
+        let heap_file = heap.as_ref().map(|p| p.to_string_lossy().into_owned());
+        let mut env = vec![("HOSTNAME", name), ("RUST_LOG", LOG)];
+        if let Some(file) = &heap_file {
+            env.push(("RECONHOST_HEAP_PROFILE", file));
+        }
         let args = ["--sharding", namespace.as_str(), ring.as_str()];
         let host = world.host_held(millicores, &["webapp"], &env, &args).await;
         Self {
             name: name.to_owned(),
             host,
+            heap,
         }
+    }
+
+    /// Has it write its heap profile (SIGUSR1) and reads it; `None` unless it was started to
+    /// write one.
+    pub async fn heap_profile(&self) -> Option<heap::Profile> {
+        let file = self.heap.as_ref()?;
+        let pid = self.host.pid().expect("running");
+        // SAFETY: a plain system call on our own running child.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGUSR1) };
+        let what = format!(
+            "the heap profile at {} (is CARGO_BIN_EXE_reconhost a build with --features \
+             heap-profile?)",
+            file.display()
+        );
+        let profile = poll(GIVE_UP, Duration::from_secs(1), &what, || async {
+            heap::Profile::read(file)
+        })
+        .await;
+        Some(profile)
     }
 
     /// Its CPU time so far (the cgroup's: every process in it).

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::Settings;
 use crate::handover::{Reconciles, Writes, between};
 use crate::measure::median;
+use crate::{Settings, heap};
 
 /// A ring member's Lease duration (the default of `--leader-elect-lease-duration`).
 const LEASE: Duration = Duration::from_secs(15);
@@ -553,4 +553,45 @@ pub fn print_beside(s: &Settings, rounds: &[(Throughput, Throughput)]) {
         rounds.len(),
         verdict(ratio >= 2.7)
     );
+}
+
+/// Prints each of `n` replicas' live heap at rest (`SHARD_HEAP`), by where the host allocated
+/// it: the largest sites of any replica, in KiB, one column per replica, so that what falls
+/// with a replica's share of the parents and what every replica holds whatever its share stand
+/// side by side.
+pub fn print_heaps(n: usize, owned: &[f64], profiles: &[Option<heap::Profile>]) {
+    const SHOWN: usize = 16;
+    let profiles: Vec<&heap::Profile> = profiles.iter().flatten().collect();
+    let mut sites: Vec<&str> = Vec::new();
+    for profile in &profiles {
+        for (site, _) in profile.by_site.iter().take(SHOWN) {
+            if !sites.contains(&site.as_str()) {
+                sites.push(site);
+            }
+        }
+    }
+    let kib = |bytes: u64| format!("{:.0}", bytes as f64 / 1024.0);
+    let columns: Vec<String> = (1..=profiles.len())
+        .map(|k| format!("replica-{k}"))
+        .collect();
+    println!(
+        "\nlive heap of each replica at rest, {n} replica(s) (dhat; KiB, by the host's innermost \
+         frame on the allocating stack):\n"
+    );
+    println!("| | {} |", columns.join(" | "));
+    println!("|---|{}", "---|".repeat(columns.len()));
+    let owned: Vec<String> = owned.iter().map(|o| format!("{o:.0}")).collect();
+    println!("| parents owned | {} |", owned.join(" | "));
+    let row = |name: &str, cell: &dyn Fn(&heap::Profile) -> String| {
+        let cells: Vec<String> = profiles.iter().map(|p| cell(p)).collect();
+        println!("| {name} | {} |", cells.join(" | "));
+    };
+    row("all live bytes", &|p| kib(p.total.bytes));
+    row("blocks", &|p| p.total.blocks.to_string());
+    for site in &sites {
+        row(&format!("`{site}`"), &|p| {
+            let live = p.by_site.iter().find(|(s, _)| s == site);
+            live.map_or("0".into(), |(_, l)| kib(l.bytes))
+        });
+    }
 }
