@@ -127,8 +127,8 @@ bench-shard-heap: tools plugins
 	  --config 'profile.release.package.reconhost.debug="line-tables-only"'
 	cp $(STATIC_DIR)/reconhost $(STATIC_DIR)/reconhost-heap
 	$(STATIC_CARGO) build $(STATIC_FLAGS) -p reconhost-tests --bin reconhost-cluster
-	SHARD_HEAP=1 SHARD_HANDOVER=0 SHARD_ROUNDS=1 SHARD_MILLICORES=$${SHARD_MILLICORES:-200} \
-	  CARGO_BIN_EXE_reconhost=$(STATIC_DIR)/reconhost-heap $(STATIC_CARGO_ENV) \
+	SHARD_HEAP_HOST=$(STATIC_DIR)/reconhost-heap SHARD_HANDOVER=0 SHARD_ROUNDS=1 \
+	  SHARD_MILLICORES=$${SHARD_MILLICORES:-200} $(STATIC_CARGO_ENV) \
 	  $(STATIC_DIR)/reconhost-cluster exec --name benchshardheap -- \
 	  $(CARGO) bench --target $(STATIC_TARGET) -p reconhost --bench shard
 

@@ -51,9 +51,9 @@
 //! `SHARD_BESIDE` (1: the rounds run one and three replicas side by side instead),
 //! `SHARD_HANDOVER` (0 skips the handovers), `SHARD_HANDOVER_MILLICORES` (default 500),
 //! `SHARD_HOT` (parents changing during the handovers, default 40), `SHARD_CHURN_MS` (each
-//! of them changes this often, default 1000) and `SHARD_HEAP` (1: `CARGO_BIN_EXE_reconhost` is
-//! a build with `--features heap-profile`, and each replica's live heap at rest is printed by
-//! where the host allocated it; `make bench-shard-heap` sets both; each profile stays in the
+//! of them changes this often, default 1000) and `SHARD_HEAP_HOST` (a build of the host with
+//! `--features heap-profile`: the replicas run it, and each one's live heap at rest is printed
+//! by where the host allocated it; `make bench-shard-heap` sets it; each profile stays in the
 //! temporary directory, `reconhost-heap-<namespace>-<replica>.json`, for dhat's viewer).
 
 #[path = "shard/converged.rs"]

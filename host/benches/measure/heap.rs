@@ -79,7 +79,8 @@ fn function(frame: &str) -> &str {
 }
 
 /// The source file (as the compiler named it, relative to its crate) and line of a frame, if
-/// dhat resolved them: `src/cache/object.rs` and `244` of `0x1234: pack (src/cache/object.rs:244:20)`.
+/// dhat resolved them: `src/cache/object.rs` and `244` of
+/// `0x1234: pack (src/cache/object.rs:244:20)`.
 fn location(frame: &str) -> Option<(&str, &str)> {
     let (_, place) = frame.rsplit_once(" (")?;
     let mut parts = place.strip_suffix(')')?.rsplitn(3, ':');

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::api::ListParams;
-use reconhost_tests::bench::{GIVE_UP, env_or, until};
+use reconhost_tests::bench::{GIVE_UP, until};
 use reconhost_tests::host::{Host, sample};
 use reconhost_tests::support::poll;
 use reconhost_tests::world::{World, reconciles_any};
@@ -29,8 +29,8 @@ pub struct Replica {
     pub name: String,
     /// The process, in its CPU cgroup.
     pub host: Host,
-    /// Where it writes its heap profile on SIGUSR1, when it is a heap-profiled build
-    /// (`SHARD_HEAP=1`).
+    /// Where it writes its heap profile on SIGUSR1, when it runs a heap-profiled build
+    /// (`SHARD_HEAP_HOST`).
     pub heap: Option<PathBuf>,
 }
 
@@ -39,7 +39,8 @@ impl Replica {
     pub async fn start(world: &World, name: &str, millicores: u64) -> Self {
         let namespace = format!("--leader-election-namespace={}", world.namespace);
         let ring = format!("--sharding-ring={RING}");
-        let heap = (env_or("SHARD_HEAP", 0) != 0).then(|| {
+        let heap_host = std::env::var_os("SHARD_HEAP_HOST").map(PathBuf::from);
+        let heap = heap_host.is_some().then(|| {
             std::env::temp_dir().join(format!("reconhost-heap-{}-{name}.json", world.namespace))
         });
         let heap_file = heap.as_ref().map(|p| p.to_string_lossy().into_owned());
@@ -48,7 +49,14 @@ impl Replica {
             env.push(("RECONHOST_HEAP_PROFILE", file));
         }
         let args = ["--sharding", namespace.as_str(), ring.as_str()];
-        let host = world.host_held(millicores, &["webapp"], &env, &args).await;
+        let host = match &heap_host {
+            Some(binary) => {
+                world
+                    .host_held_of(binary, millicores, &["webapp"], &env, &args)
+                    .await
+            }
+            None => world.host_held(millicores, &["webapp"], &env, &args).await,
+        };
         Self {
             name: name.to_owned(),
             host,
@@ -64,8 +72,7 @@ impl Replica {
         // SAFETY: a plain system call on our own running child.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGUSR1) };
         let what = format!(
-            "the heap profile at {} (is CARGO_BIN_EXE_reconhost a build with --features \
-             heap-profile?)",
+            "the heap profile at {} (is SHARD_HEAP_HOST a build with --features heap-profile?)",
             file.display()
         );
         let profile = poll(GIVE_UP, Duration::from_secs(1), &what, || async {

@@ -555,10 +555,10 @@ pub fn print_beside(s: &Settings, rounds: &[(Throughput, Throughput)]) {
     );
 }
 
-/// Prints each of `n` replicas' live heap at rest (`SHARD_HEAP`), by where the host allocated
-/// it: the largest sites of any replica, in KiB, one column per replica, so that what falls
-/// with a replica's share of the parents and what every replica holds whatever its share stand
-/// side by side.
+/// Prints each of `n` replicas' live heap at rest (`SHARD_HEAP_HOST`), by where the host
+/// allocated it: the largest sites of any replica, in KiB, one column per replica, so that what
+/// falls with a replica's share of the parents and what every replica holds whatever its share
+/// stand side by side.
 pub fn print_heaps(n: usize, owned: &[f64], profiles: &[Option<heap::Profile>]) {
     const SHOWN: usize = 16;
     let profiles: Vec<&heap::Profile> = profiles.iter().flatten().collect();

@@ -186,7 +186,23 @@ impl World {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Host {
+        self.host_held_of(&reconhost_binary(), millicores, plugins, env, args)
+            .await
+    }
+
+    /// Like [`World::host_held`], running `binary` rather than this build's `reconhost`: a
+    /// benchmark's instrumented build (Cargo sets `CARGO_BIN_EXE_reconhost` for the benchmark
+    /// it runs, so that variable cannot name another).
+    pub async fn host_held_of(
+        &self,
+        binary: &std::path::Path,
+        millicores: u64,
+        plugins: &[&str],
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Host {
         let mut options = self.here(plugins, env, args);
+        options.binary = binary.to_owned();
         options.cpu_millicores = Some(millicores);
         started(&options).await
     }
